@@ -111,7 +111,7 @@ class _Device:
     if name not in self._devices: raise ValueError(f"unknown device {device!r}; tinylit has {', '.join(self._devices)}")
     return name
   def __getitem__(self, device: str) -> Compiled: return self._open(self.canonicalize(device))
-  @functools.cache
+  @functools.cache  # noqa: B019 -- one registry per process, so the cache never outlives what it caches
   def _open(self, name: str) -> Compiled: return self._devices[name](name)
   @functools.cached_property
   def DEFAULT(self) -> str:

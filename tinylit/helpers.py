@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
 __all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'prod', 'argfix', 'all_int', 'dedup', 'flatten', 'make_tuple', 'round_up',
-           'getenv', 'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir', 'argsort']
+           'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -42,6 +42,11 @@ def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
 
 # %% ../nbs/08c_helpers.ipynb #489813f7
 def round_up(num: int, amt: int) -> int: return (num + amt - 1) // amt * amt
+
+# %% ../nbs/08c_helpers.ipynb #e1f8cbf9
+def argsort(x: Sequence[int]) -> tuple[int, ...]:
+  "The permutation that sorts `x`; for a permutation, its inverse."
+  return tuple(sorted(range(len(x)), key=x.__getitem__))
 
 # %% ../nbs/08c_helpers.ipynb #aa0bb795
 @functools.cache
@@ -107,8 +112,3 @@ def cache_dir() -> str:
 
 # %% ../nbs/08c_helpers.ipynb #4d0be211
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-
-# %% ../nbs/08c_helpers.ipynb #e1f8cbf9
-def argsort(x: Sequence[int]) -> tuple[int, ...]:
-  "The permutation that sorts `x`; for a permutation, its inverse."
-  return tuple(sorted(range(len(x)), key=x.__getitem__))
