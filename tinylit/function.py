@@ -30,6 +30,8 @@ class Function:
     "Run forward on the inputs' lazy buffers and wrap the result in a Tensor of the inputs' class."
     tensor_cls = type(x[0])
     ctx = cls(x[0].device, *x)
+    # comparisons, bitwise ops and integer division have no backward: their outputs are constants to autograd
+    if cls.backward is Function.backward: ctx.requires_grad = False
     ret = tensor_cls.__new__(tensor_cls)
     ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
     ret._ctx = ctx if ctx.requires_grad and not tensor_cls.no_grad else None

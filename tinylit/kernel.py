@@ -137,8 +137,10 @@ def linearize(sink: UOp) -> list[UOp]:
   scope: dict[UOp, int] = {}   # the depth its *value* is available at
   for u in topo:
     if u.op is Ops.RANGE: depth[u] = scope[u] = rank[u]
-    elif u.op is Ops.DEFINE_ACC:  # declared outside the loops it accumulates over
-      depth[u] = scope[u] = min(rank[r] for r in u.src[1:]) - 1
+    elif u.op is Ops.DEFINE_ACC:
+      # declared outside the loops it accumulates over, but whatever reads it runs in the innermost one,
+      # even when the value added doesn't depend on the loop (summing a constant)
+      depth[u], scope[u] = min(rank[r] for r in u.src[1:]) - 1, max(rank[r] for r in u.src[1:])
     else:
       depth[u] = max((scope[s] for s in u.src), default=-1)
       # an accumulator's final value is ready once its loops close

@@ -12,7 +12,7 @@ from .ops import UOp
 from .device import Buffer, Device, GlobalCounters
 from .kernel import Kernel
 from .renderer import ProgramSpec
-from .schedule import ScheduleItem
+from .schedule import ScheduleItem, mark_realized
 
 # %% auto #0
 __all__ = ['method_cache', 'capturing', 'Runner', 'get_program', 'CompiledRunner', 'BufferCopy', 'EmptyOp', 'get_runner',
@@ -126,4 +126,5 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
   for si in schedule:
     ei = lower_schedule_item(si)
     ei.run()
+    if si.lb is not None: mark_realized(si.lb)
     if capturing and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from .dtype import dtypes
 from .helpers import DEBUG
 from .ops import Ops
@@ -14,7 +14,7 @@ from .lazy import LazyBuffer
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'create_schedule']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'mark_realized', 'create_schedule']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class ScheduleItem:
   outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs."""
   ast: UOp
   bufs: tuple[Buffer, ...]
+  lb: LazyBuffer | None = field(default=None, compare=False, repr=False)  # the base it realizes, marked once it ran
   @property
   def outputs(self) -> tuple[Buffer, ...]: return self.bufs[:1]
   @property
@@ -101,24 +102,25 @@ class Scheduler:
   def schedule_base(self, base: LazyBuffer) -> None:
     if base.realized is not None or base in self.scheduled: return
     if base.op is Ops.EMPTY or base.size == 0:
-      self.schedule.append(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,)))
+      self.schedule.append(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,), base))
     elif base.op is Ops.COPY:
       src = base.srcs[0].base
       self.schedule_base(src)
-      self.schedule.append(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer)))
+      self.schedule.append(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer), base))
     else:
       builder = KernelBuilder(base, self)
       ast = builder.ast()
-      self.schedule.append(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs])))
+      self.schedule.append(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs]), base))
     self.scheduled[base] = None
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
+def mark_realized(base: LazyBuffer) -> None:
+  "After its kernel ran, a base is just its buffer: the graph behind it can go."
+  base.op, base.arg, base.srcs, base.forced_realize = Ops.BUFFER, None, (), False
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   "The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read."
   scheduler = Scheduler()
   for out in outs: scheduler.schedule_base(out.base)
-  # the graph behind each scheduled base is no longer needed: it becomes a plain buffer
-  for base in scheduler.scheduled:
-    base.op, base.arg, base.srcs, base.forced_realize = Ops.BUFFER, None, (), False
   if DEBUG >= 1 and scheduler.schedule: print(f"scheduled {len(scheduler.schedule)} kernels")
   return scheduler.schedule

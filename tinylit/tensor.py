@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math
 from contextlib import ContextDecorator
-from typing import ClassVar
+from typing import Callable, ClassVar, Sequence
 import numpy as np
 from .dtype import DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from .helpers import argfix, prod, all_int, make_tuple, flatten
@@ -92,8 +92,8 @@ class Tensor:
 
   # ---- running: schedule, compile, execute
   def schedule(self, *lst: Tensor):
-    """The ScheduleItems (kernels) that realize this tensor and `lst`. Scheduling consumes the graph (the
-    scheduled nodes become plain buffers), so run the result with `run_schedule`, as `realize` does."""
+    """The ScheduleItems (kernels) that would realize this tensor and `lst`. Looking is free: nothing is marked
+    realized until `run_schedule` (called by `realize`) has run the items."""
     return create_schedule([t.lazydata for t in (self,) + lst])
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     "Compute this tensor (and `lst`) now: schedule, compile (cached), and run the kernels."
@@ -622,6 +622,201 @@ class Tensor:
     x = x.reshape(*self.shape[:-len(k_)], *flatten((k, o) for k, o in zip(k_, o_)))
     nk = len(k_)
     return x.permute(*range(len(noop)), *[len(noop) + i * 2 + 1 for i in range(nk)], *[len(noop) + i * 2 for i in range(nk)])
+
+  # ---- indexing: ints, slices (any step), None, ..., and integer tensors (a gather built from compares)
+  def __getitem__(self, indices) -> Tensor:
+    "numpy-style indexing; slices are views, integer tensors gather with one-hot masks (out-of-range reads 0)."
+    if not isinstance(indices, tuple): indices = (indices,)
+    indices = tuple(Tensor(i, device=self.device, dtype=dtypes.int32) if isinstance(i, list) else i for i in indices)
+    for i in indices:
+      if isinstance(i, Tensor) and not dtypes.is_int(i.dtype):
+        raise IndexError(f"tensors used as indices must be integer tensors, got {i.dtype}")
+      if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice, Tensor))) or isinstance(i, bool):
+        raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
+    consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
+    if consumed > self.ndim: raise IndexError(f"too many indices ({consumed}) for a tensor of shape {self.shape}")
+    if sum(1 for i in indices if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis (...)")
+    if Ellipsis in [i for i in indices if not isinstance(i, Tensor)]:
+      k = next(n for n, i in enumerate(indices) if i is Ellipsis)
+      indices = indices[:k] + (slice(None),) * (self.ndim - consumed) + indices[k + 1:]
+    else: indices = indices + (slice(None),) * (self.ndim - consumed)
+    x, dim, out_shape, tensor_dims = self, 0, [], []
+    for idx in indices:
+      if idx is None:
+        out_shape.append(1)
+        continue
+      size = self.shape[dim]
+      if isinstance(idx, Tensor):
+        tensor_dims.append((len(out_shape), idx))
+        out_shape.append(size)
+      elif isinstance(idx, slice):
+        start, stop, step = idx.indices(size)
+        n = len(range(start, stop, step))
+        lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
+        if n == 0: lo = hi = 0
+        x = x._slice_dim(dim, lo, hi, step)
+        out_shape.append(n)
+      else:
+        i = int(idx) + size if idx < 0 else int(idx)
+        if not 0 <= i < size: raise IndexError(f"index {int(idx)} is out of bounds for dimension {dim} with size {size}")
+        x = x._slice_dim(dim, i, i + 1, 1)
+      dim += 1
+    x = x.reshape(tuple(out_shape))
+    return x._gather(tensor_dims) if tensor_dims else x
+  def _slice_dim(self, dim: int, lo: int, hi: int, step: int) -> Tensor:
+    "Elements lo..hi-1 of one axis, every |step|-th, reversed for a negative step: shrink, flip, pad+reshape."
+    x = self.shrink(tuple((lo, hi) if d == dim else None for d in range(self.ndim)))
+    if step < 0: x = x.flip(dim)
+    s = abs(step)
+    if s == 1 or x.shape[dim] == 0: return x
+    n = math.ceil(x.shape[dim] / s)
+    x = x.pad(tuple((0, n * s - x.shape[dim]) if d == dim else None for d in range(x.ndim)))
+    x = x.reshape(x.shape[:dim] + (n, s) + x.shape[dim + 1:])
+    x = x.shrink(tuple((0, 1) if d == dim + 1 else None for d in range(x.ndim)))
+    return x.reshape(x.shape[:dim] + (n,) + x.shape[dim + 2:])
+  def _gather(self, tensor_dims: list[tuple[int, Tensor]]) -> Tensor:
+    "Advanced indexing: the indexed axes are replaced by the broadcast index shape (first if not adjacent, as numpy)."
+    dims = [d for d, _ in tensor_dims]
+    b_shape = broadcast_shape(*[t.shape for _, t in tensor_dims])
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    rest = [d for d in range(self.ndim) if d not in dims]
+    x = self.permute(*dims, *rest)          # indexed axes first
+    sizes = [self.shape[d] for d in dims]
+    nb, nk = len(b_shape), len(dims)
+    x = x.reshape((1,) * nb + x.shape)      # room for the index shape in front
+    mask = None
+    for k, (_, idx) in enumerate(tensor_dims):
+      idx = idx._broadcast_to(b_shape)
+      idx = (idx < 0).where(idx + sizes[k], idx)
+      hit = idx.reshape(b_shape + (1,) * nk) == Tensor.arange(sizes[k], device=self.device).reshape(
+        (1,) * nb + tuple(sizes[k] if j == k else 1 for j in range(nk)))
+      mask = hit if mask is None else mask & hit
+    mask = mask.reshape(mask.shape + (1,) * len(rest))
+    out = mask.where(x, 0).sum(tuple(range(nb, nb + nk)))
+    if adjacent and dims[0] > 0:            # numpy keeps the index shape where the indexed axes were
+      order = list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], out.ndim))
+      out = out.permute(*order)
+    return out
+  def gather(self, dim: int, index: Tensor) -> Tensor:
+    "out[i][j] = self[i][index[i][j]] along `dim` (torch.gather), via one-hot masks."
+    dim = _normalize_axis(dim, self.ndim, "gather")
+    size = self.shape[dim]
+    x = self.shrink(tuple((0, index.shape[d]) if d != dim else None for d in range(self.ndim)))
+    hit = index.unsqueeze(-1) == Tensor.arange(size, device=self.device)       # index.shape + (size,)
+    x = x.unsqueeze(dim)                                                          # the gathered axis sits at dim+1
+    x = x.permute(*[i for i in range(x.ndim) if i != dim + 1], dim + 1)          # ... move it last
+    return hit.where(x, 0).sum(-1)
+
+  # ---- joining and splitting
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    "Concatenate along `dim`: each piece padded to the full length with zeros, then summed."
+    dim = _normalize_axis(dim, self.ndim, "cat")
+    tensors = [self, *args]
+    for t in tensors:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
+        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
+    total, offset, out = sum(t.shape[dim] for t in tensors), 0, []
+    for t in tensors:
+      out.append(t.pad(tuple((offset, total - offset - t.shape[dim]) if d == dim else None for d in range(t.ndim))))
+      offset += t.shape[dim]
+    ret = out[0]
+    for t in out[1:]: ret = ret + t
+    return ret
+  @staticmethod
+  def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    d = _normalize_axis(dim, tensors[0].ndim + 1, "stack")
+    return tensors[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in tensors[1:]], dim=d)
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    "Pieces of `sizes` along `dim` (an int means equal pieces, the last maybe smaller), as torch.split."
+    dim = _normalize_axis(dim, self.ndim, "split")
+    n = self.shape[dim]
+    if isinstance(sizes, int): sizes = [min(sizes, n - i) for i in range(0, n, max(sizes, 1))]
+    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} don't add up to {n} (dim {dim} of {self.shape})")
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return tuple(self.shrink(tuple((s, s + k) if d == dim else None for d in range(self.ndim))) for s, k in zip(starts, sizes))
+  def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    dim = _normalize_axis(dim, self.ndim, "chunk")
+    return list(self.split(math.ceil(self.shape[dim] / chunks), dim))
+  def repeat(self, repeats, *args) -> Tensor:
+    "Tile the tensor `repeats[i]` times along each axis (torch.repeat): reshape, expand, reshape."
+    repeats = argfix(repeats, *args)
+    base = (1,) * (len(repeats) - self.ndim) + self.shape
+    x = self.reshape(flatten((1, s) for s in base)).expand(flatten((r, s) for r, s in zip(repeats, base)))
+    return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
+
+  # ---- neural-network ops
+  def _padding2d(self, padding, n: int) -> list[int]:
+    if isinstance(padding, int): return [padding] * 2 * n
+    if len(padding) == n: return [p for p in reversed(padding) for _ in range(2)]
+    if len(padding) == 2 * n: return list(padding)
+    raise ValueError(f"padding {padding} doesn't fit {n} spatial dims")
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0) -> Tensor:
+    "2-D (or n-D) convolution as sliding windows (`_pool`), a broadcast multiply and a sum: no special kernel."
+    (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if groups * cin != cin_ or len(self.shape) != len(weight.shape):
+      raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
+    pads = self._padding2d(padding, len(hw))
+    x = self.pad(pads)._pool(hw, stride, dilation)          # (bs, cin_, *out, *hw)
+    rcout, oyx = cout // groups, x.shape[2:-len(hw)]
+    x = x.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
+    x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw))])
+    w = weight.reshape(1, groups, rcout, *[1] * len(oyx), cin, *hw)
+    ret = (x * w).sum(tuple(-1 - i for i in range(1 + len(hw))), keepdim=True).reshape(bs, cout, *oyx)
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
+    k = make_tuple(kernel_size, 2)
+    pads = self._padding2d(padding, len(k))
+    x = self.pad(pads, value=float("-inf")) if any(pads) else self
+    return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
+    k = make_tuple(kernel_size, 2)
+    return self.pad(self._padding2d(padding, len(k)))._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+  def dropout(self, p: float = 0.5) -> Tensor:
+    "In training mode, zero each element with probability p and scale the rest by 1/(1-p)."
+    if not Tensor.training or p == 0: return self
+    keep = Tensor.rand(*self.shape, device=self.device, requires_grad=False) >= p
+    return keep.where(self, 0) * (1 / (1.0 - p))
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    if num_classes == -1: num_classes = int(self.max().item()) + 1
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).where(1, 0)
+  def layernorm(self, axis=-1, eps: float = 1e-5) -> Tensor:
+    y = self - self.mean(axis, keepdim=True)
+    return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
+  def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
+    axis_ = make_tuple(axis, 1)
+    shape = tuple(s if i in axis_ else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    ret = x.mul(invstd.reshape(shape) if len(invstd.shape) == len(axis_) else invstd)
+    return (ret + bias.reshape(shape)) if bias is not None else ret
+  def _reduce_loss(self, reduction: str) -> Tensor:
+    if reduction == "mean": return self.mean()
+    if reduction == "sum": return self.sum()
+    if reduction == "none": return self
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+  def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+    "Cross-entropy of logits `self` (N, ..., C) against integer labels Y; labels equal to ignore_index count for nothing."
+    log_probs, valid = self.log_softmax(), Y != ignore_index
+    y = (Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)) & valid.unsqueeze(-1)
+    smoothing = label_smoothing * (log_probs.mean(-1) * valid)
+    nll = -(y.where(log_probs, 0).sum(-1)) * (1 - label_smoothing) - smoothing
+    if reduction == "mean": return nll.sum() / valid.sum()
+    return nll._reduce_loss(reduction)
+  def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    "Cross-entropy of logits against class indices (integer Y) or class probabilities (float Y, same shape)."
+    if dtypes.is_int(Y.dtype): return self.sparse_categorical_crossentropy(Y, label_smoothing=label_smoothing, reduction=reduction)
+    Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[1]
+    return -(self.log_softmax(1) * Y).sum(1)._reduce_loss(reduction)
+  def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+    "Binary cross-entropy of probabilities `self` against targets Y."
+    return (-Y * self.log() - (1 - Y) * (1 - self).log())._reduce_loss(reduction)
+  def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+    return (self.maximum(0) - Y * self + (1 + self.abs().neg().exp()).log())._reduce_loss(reduction)
+  def sequential(self, ll: list[Callable[[Tensor], Tensor]]) -> Tensor:
+    "Apply each function of `ll` in turn: `x.sequential([conv, Tensor.relu, Tensor.max_pool2d])`."
+    for f in ll: self = f(self)
+    return self
 
   # ---- Python operators
   def __neg__(self) -> Tensor: return self.neg()

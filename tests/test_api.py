@@ -1,0 +1,116 @@
+"""The Tensor API beyond single ops: creation, indexing, joining, dtypes, autograd bookkeeping, and clear errors."""
+import numpy as np
+import pytest
+torch = pytest.importorskip("torch")
+from tinylit import Tensor, dtypes
+
+DEVICES = ["CPU", "PYTHON"]
+X = np.random.default_rng(0).standard_normal((4, 5, 6)).astype(np.float32)
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("idx", [1, -1, (slice(None), 2), (slice(1, 3), -2), (Ellipsis, 1), (None, 0, slice(None, None, -1)),
+                                 (slice(None, None, -2), None, slice(1, 5, 3)), (slice(None), slice(None), slice(4, 0, -2)),
+                                 (0, 0, 0), (slice(5, 9),)])
+def test_basic_indexing(device, idx):
+  np.testing.assert_array_equal(Tensor(X, device=device)[idx].numpy(), X[idx])
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tensor_indexing_and_grad(device):
+  I, J = np.array([[0, 2], [3, -1]]), np.array([1, 4])
+  t = Tensor(X, device=device, requires_grad=True)
+  np.testing.assert_array_equal(t[Tensor(I, device=device)].numpy(), X[I])
+  np.testing.assert_array_equal(t[:, Tensor(J, device=device)].numpy(), X[:, J])
+  np.testing.assert_array_equal(t[Tensor(J[:1], device=device), :, Tensor(J, device=device)].numpy(), X[J[:1], :, J])
+  np.testing.assert_array_equal(t[[0, 3], 1:3].numpy(), X[[0, 3], 1:3])
+  t[Tensor(I, device=device), 2].sum().backward()
+  tt = torch.tensor(X, requires_grad=True); tt[torch.tensor(I), 2].sum().backward()
+  np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy())
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_join_split(device):
+  t, x = Tensor(X, device=device), torch.tensor(X)
+  np.testing.assert_array_equal(t.cat(t[:2], dim=0).numpy(), torch.cat([x, x[:2]]).numpy())
+  np.testing.assert_array_equal(Tensor.stack(t, t, dim=-1).numpy(), torch.stack([x, x], -1).numpy())
+  for a, b in zip(t.split([1, 2, 3], 2), x.split([1, 2, 3], 2)): np.testing.assert_array_equal(a.numpy(), b.numpy())
+  for a, b in zip(t.chunk(3, 1), x.chunk(3, 1)): np.testing.assert_array_equal(a.numpy(), b.numpy())
+  np.testing.assert_array_equal(t.repeat(2, 1, 1, 2).numpy(), x.repeat(2, 1, 1, 2).numpy())
+  index = torch.tensor([[[0, 3]] * 5] * 4)
+  np.testing.assert_array_equal(t.gather(2, Tensor(index.numpy(), device=device)).numpy(), torch.gather(x, 2, index).numpy())
+
+def test_creation():
+  Tensor.manual_seed(3); a = Tensor.rand(3, 4).numpy()
+  Tensor.manual_seed(3); b = Tensor.rand(3, 4).numpy()
+  np.testing.assert_array_equal(a, b)
+  assert 0 <= a.min() and a.max() < 1
+  np.testing.assert_array_equal(Tensor.arange(2, 10, 3).numpy(), np.arange(2, 10, 3))
+  np.testing.assert_allclose(Tensor.linspace(0, 1, 5).numpy(), np.linspace(0, 1, 5))
+  np.testing.assert_array_equal(Tensor.eye(3).numpy(), np.eye(3))
+  np.testing.assert_array_equal(Tensor.full((2, 2), 7).numpy(), np.full((2, 2), 7))
+  assert Tensor.full((2, 2), 7).dtype == dtypes.int32 and Tensor.zeros(2).dtype == dtypes.float32
+  np.testing.assert_array_equal(Tensor.ones(2, 3).zeros_like().numpy(), np.zeros((2, 3)))
+  r = Tensor.randint(1000, low=5, high=9).numpy(); assert r.min() >= 5 and r.max() < 9
+  n = Tensor.randn(10000).numpy(); assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
+  k = Tensor.kaiming_uniform(64, 32).numpy(); assert abs(k).max() <= np.sqrt(3) * np.sqrt(2 / (1 + 0.01 ** 2)) / np.sqrt(32)
+  assert Tensor.empty(2, 3).shape == (2, 3)
+
+def test_properties_and_conversion():
+  t = Tensor([[1, 2, 3], [4, 5, 6]])
+  assert (t.shape, t.ndim, t.numel(), t.dtype, t.device, t.T.shape) == ((2, 3), 2, 6, dtypes.int32, "CPU", (3, 2))
+  assert t.tolist() == [[1, 2, 3], [4, 5, 6]] and t[1, 2].item() == 6
+  assert t.float().dtype == dtypes.float32 and t.bool().dtype == dtypes.bool and t.float().int().dtype == dtypes.int32
+
+@pytest.mark.parametrize("pair", [("int8", "uint8", "int16"), ("int32", "float16", "float16"), ("bool", "int64", "int64"),
+                                  ("uint32", "int32", "int64"), ("float16", "float32", "float32"), ("uint64", "int64", "float16")])
+def test_promotion(pair):
+  a, b, out = (getattr(dtypes, n) for n in pair)
+  assert (Tensor([1], dtype=a) + Tensor([1], dtype=b)).dtype == out
+
+def test_weak_scalars():
+  assert (Tensor([1.0]).half() + 3).dtype == dtypes.float16
+  assert (Tensor([1.0]).half() * 2.5).dtype == dtypes.float16
+  assert (Tensor([1], dtype="int8") + 3).dtype == dtypes.int8
+  assert (Tensor([1], dtype="int8") + 3.5).dtype == dtypes.float32
+  assert (Tensor([True]) + 1).dtype == dtypes.int32
+
+def test_bitwise_ints():
+  a, b = np.array([5, -3, 12], dtype=np.int32), np.array([3, 6, -1], dtype=np.int32)
+  np.testing.assert_array_equal((Tensor(a) & Tensor(b)).numpy(), a & b)
+  np.testing.assert_array_equal((Tensor(a) | Tensor(b)).numpy(), a | b)
+  np.testing.assert_array_equal((Tensor(a) ^ Tensor(b)).numpy(), a ^ b)
+  np.testing.assert_array_equal((~Tensor(a)).numpy(), ~a)
+  np.testing.assert_array_equal((Tensor(a) << 2).numpy(), a << 2)
+  np.testing.assert_array_equal(Tensor([True, False]).logical_not().numpy(), [False, True])
+
+def test_autograd_bookkeeping():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  (x * 3).sum().backward(); (x * x).sum().backward()          # gradients accumulate
+  np.testing.assert_allclose(x.grad.numpy(), [3 + 2, 3 + 4])
+  y = Tensor([1.0, 2.0], requires_grad=True)
+  (y * 2).backward(Tensor([1.0, 10.0]))                         # explicit gradient for a non-scalar
+  np.testing.assert_allclose(y.grad.numpy(), [2.0, 20.0])
+  z = Tensor([3.0], requires_grad=True)
+  assert (z.detach() * 2).requires_grad is False
+  with Tensor.test(): assert (z * 2)._ctx is None
+  with Tensor.train(): assert Tensor.training
+  assert not Tensor.training
+  Tensor.manual_seed(0)
+  with Tensor.train(): d = Tensor.ones(1000).dropout(0.5).numpy()
+  assert set(np.unique(d)) <= {0.0, 2.0} and 400 < (d == 0).sum() < 600
+  np.testing.assert_array_equal(Tensor.ones(5).dropout(0.5).numpy(), np.ones(5))
+
+@pytest.mark.parametrize("fxn, match", [
+  (lambda: Tensor.ones(2, 3) + Tensor.ones(4, 3), r"add: shapes \(2, 3\) and \(4, 3\) can't be broadcast"),
+  (lambda: Tensor.ones(2, 3).reshape(4, 2), r"reshape: size mismatch, can't reshape \(2, 3\)"),
+  (lambda: Tensor.ones(2, 3) @ Tensor.ones(2, 3), r"matmul: inner dimensions differ: \(2, 3\) @ \(2, 3\)"),
+  (lambda: Tensor.ones(2, 3).sum(axis=2), r"axis 2 is out of range for a tensor of 2 dims"),
+  (lambda: Tensor.ones(2, 3, requires_grad=True).mul(2).backward(), r"needs a scalar, but this tensor has shape \(2, 3\)"),
+  (lambda: Tensor.ones(2) & Tensor.ones(2), r"bitwise_and needs integer or bool tensors, got dtypes.float"),
+  (lambda: Tensor.ones(2, 3)[2], r"index 2 is out of bounds for dimension 0 with size 2"),
+  (lambda: Tensor.ones(2, 3)[0, 0, 0], r"too many indices"),
+  (lambda: Tensor.ones(2, 3).permute(0, 0), r"not a permutation"),
+  (lambda: Tensor([[1, 2], [3]]), r"ragged"),
+  (lambda: Tensor.ones(1, 2, 5, 5).conv2d(Tensor.ones(4, 3, 3, 3)), r"conv2d: input \(1, 2, 5, 5\) doesn't match weight \(4, 3, 3, 3\)"),
+  (lambda: Tensor.ones(3).item(), r"item\(\) needs a tensor of one element"),
+])
+def test_clear_errors(fxn, match):
+  with pytest.raises((ValueError, TypeError, IndexError, RuntimeError), match=match): fxn()

@@ -1,0 +1,94 @@
+"""The compiler's promises, checked directly: fusion decisions, generated source, DEBUG output, the compile
+cache, the JIT, and the PYTHON device's bounds checks."""
+import numpy as np
+import pytest
+from tinylit import Tensor
+from tinylit.helpers import Context
+from tinylit.device import GlobalCounters
+from tinylit.jit import TinyJit, JitError
+from tinylit.realize import method_cache
+
+def n_kernels(t: Tensor) -> int: return len([si for si in t.schedule() if si.ast.op.name == "SINK"])
+
+def test_elementwise_chain_is_one_kernel():
+  a, b, c = Tensor.rand(16, 16), Tensor.rand(16, 16), Tensor.rand(16, 16)
+  assert n_kernels(((a * b + c).relu() * 2 - a).exp2()) == 1
+
+def test_elementwise_fuses_into_reduce_and_after_it():
+  a, b = Tensor.rand(8, 32), Tensor.rand(8, 32)
+  assert n_kernels((a * b).sum(1)) == 1
+  assert n_kernels((a * b).sum(1) + 1) == 1            # reduce read in order: one kernel
+  assert n_kernels(((a * b).sum(1) + 1).sum()) == 2     # a second reduce is its own kernel
+
+def test_softmax_kernel_count():
+  x = Tensor.rand(4, 10)
+  assert n_kernels(x.softmax()) == 3                    # max, sum of exp, the normalised output
+
+def test_padding_reads_zero_through_unsafe_ops():
+  x = np.random.default_rng(0).uniform(-1, 1, (3, 3)).astype(np.float32)
+  out = Tensor(x).exp().pad(((1, 1), (1, 1))).numpy()
+  np.testing.assert_allclose(out, np.pad(np.exp(x), 1), rtol=1e-6)
+
+def test_debug4_prints_the_c_that_ran(capsys):
+  a, b = Tensor([1.0, 2.0, 3.0, 4.0]), Tensor([10.0, 20.0, 30.0, 40.0])
+  with Context(DEBUG=4): out = (a + b).sum().numpy()
+  text = capsys.readouterr().out
+  assert out == 110.0
+  assert "void r_4(float* restrict data0, const float* restrict data1, const float* restrict data2)" in text
+  assert "acc0 = (acc0+(val0+val1));" in text
+  assert "*** CPU" in text and "arg  3" in text
+
+def test_compile_cache_reuses_programs():
+  a = Tensor.rand(5, 7)
+  (a * 3 + 1).realize()
+  before = len(method_cache)
+  (Tensor.rand(5, 7) * 3 + 1).realize()                 # same AST, other buffers
+  assert len(method_cache) == before
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_jit_replays_with_new_inputs(device):
+  w = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3), device=device)
+  @TinyJit
+  def f(x): return (x @ w).relu().sum(1)
+  rng = np.random.default_rng(1)
+  for i in range(5):
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    GlobalCounters.reset()
+    out = f(Tensor(x, device=device)).numpy()
+    np.testing.assert_allclose(out, np.maximum(x @ w.numpy(), 0).sum(1), rtol=1e-5, atol=1e-5)
+    if i >= 2: assert GlobalCounters.kernel_count == len(f.jit_cache) > 0
+
+def test_jit_rejects_new_shapes():
+  @TinyJit
+  def f(x): return x * 2
+  for _ in range(3): f(Tensor.rand(3))
+  with pytest.raises(JitError, match="inputs changed"): f(Tensor.rand(4))
+
+def test_python_device_catches_out_of_bounds():
+  from tinylit.ops import UOp, Ops
+  from tinylit.dtype import dtypes
+  from tinylit.renderer import PythonRenderer
+  from tinylit.runtime import PythonProgram
+  from tinylit.device import Buffer
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
+  rng = UOp.range(5, 0)
+  store = UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (buf, rng)), UOp.const(dtypes.float32, 1.0)))
+  uops = [buf, rng.src[0], rng, UOp(Ops.INDEX, dtypes.float32, (buf, rng)), UOp.const(dtypes.float32, 1.0), store]
+  prg = PythonProgram("oob", PythonRenderer().render("oob", uops).encode())
+  b = Buffer("PYTHON", 4, dtypes.float32).allocate()
+  with pytest.raises(IndexError, match="out of bounds"): prg(b._buf)
+
+def test_done_when_of_the_foundation_issue():
+  "(a@b + c).relu().sum() and its gradients equal numpy's within 1e-5 on CPU and PYTHON."
+  rng = np.random.default_rng(0)
+  A, B, C = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((4, 5), dtype=np.float32), rng.standard_normal(5, dtype=np.float32)
+  z = A @ B + C
+  mask = (z > 0).astype(np.float32)
+  for device in ["CPU", "PYTHON"]:
+    a, b, c = [Tensor(x, device=device, requires_grad=True) for x in (A, B, C)]
+    out = (a @ b + c).relu().sum()
+    out.backward()
+    np.testing.assert_allclose(out.numpy(), np.maximum(z, 0).sum(), atol=1e-5, rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), mask @ B.T, atol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), A.T @ mask, atol=1e-5)
+    np.testing.assert_allclose(c.grad.numpy(), mask.sum(0), atol=1e-5)
