@@ -114,3 +114,34 @@ def test_autograd_bookkeeping():
 ])
 def test_clear_errors(fxn, match):
   with pytest.raises((ValueError, TypeError, IndexError, RuntimeError), match=match): fxn()
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_more_compositions(device):
+  rng = np.random.default_rng(0)
+  x0 = rng.uniform(-0.9, 0.9, (3, 4)).astype(np.float32)
+  t, x = Tensor(x0, device=device), torch.tensor(x0)
+  def close(a, b, atol=1e-5): np.testing.assert_allclose(a.numpy(), b.numpy(), atol=atol, rtol=1e-4)
+  for name in ["sinh", "cosh", "asinh", "atanh", "erf"]: close(getattr(t, name)(), getattr(x, name)(), 1e-6 if name == "erf" else 1e-5)
+  close((t.abs() + 1.5).acosh(), (x.abs() + 1.5).acosh())
+  close(t.celu(), torch.nn.functional.celu(x)); close(t.hardswish(), torch.nn.functional.hardswish(x))
+  close(t.softsign(), torch.nn.functional.softsign(x))
+  close(t.roll((2, -1), (0, 1)), x.roll((2, -1), (0, 1))); close(t.repeat_interleave(2, 1), x.repeat_interleave(2, 1))
+  close(t.triu(1), x.triu(1)); close(t.tril(-1), x.tril(-1)); close(t.logcumsumexp(1), x.logcumsumexp(1))
+  for ind in ["ij", "xy"]:
+    for p, q in zip(Tensor.meshgrid(Tensor([1, 2, 3], device=device), Tensor([4, 5], device=device), indexing=ind),
+                    torch.meshgrid(torch.tensor([1, 2, 3]), torch.tensor([4, 5]), indexing=ind)): close(p, q)
+  y = np.array([0, 3, 1])
+  close(t.log_softmax().nll_loss(Tensor(y, device=device), weight=Tensor([1., 2., 3., 4.], device=device)),
+        torch.nn.functional.nll_loss(x.log_softmax(1), torch.tensor(y), weight=torch.tensor([1., 2., 3., 4.])))
+  q, k, v = (rng.standard_normal((2, 5, 8)).astype(np.float32) for _ in range(3))
+  close(Tensor(q, device=device).scaled_dot_product_attention(Tensor(k, device=device), Tensor(v, device=device), is_causal=True),
+        torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=True))
+  np.testing.assert_array_equal(Tensor([1.0, float("inf"), float("-inf"), float("nan")], device=device).isinf().numpy(), [False, True, True, False])
+  np.testing.assert_array_equal(Tensor([1.0, float("nan")], device=device).isnan().numpy(), [False, True])
+  s = Tensor([1.0, 2.0], device=device).contiguous().realize(); s **= 2
+  np.testing.assert_array_equal(s.numpy(), [1.0, 4.0])
+
+def test_shapetracker_partial_read_of_expanded_view():
+  "A contiguous top view that reads only part of the view below must not be merged into it."
+  np.testing.assert_array_equal(Tensor.arange(5).reshape(1, 5).expand(4, 5).reshape(20).shrink(((0, 18),)).reshape(3, 6).numpy(),
+                                np.tile(np.arange(5), 4)[:18].reshape(3, 6))

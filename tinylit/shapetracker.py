@@ -172,7 +172,8 @@ class ShapeTracker:
       below, top = self.views[-2], self.views[-1]
       # a contiguous view below maps flat positions to themselves: it adds nothing
       if below.contiguous: return ShapeTracker(self.views[:-2] + (top,)).simplify()
-      if top.contiguous and (merged := below.reshape(top.shape)) is not None:
+      # a contiguous top that reads all of `below` is just a reshape of it (one that reads less is not)
+      if top.contiguous and prod(top.shape) == prod(below.shape) and (merged := below.reshape(top.shape)) is not None:
         return ShapeTracker(self.views[:-2] + (merged,)).simplify()
     return self
 

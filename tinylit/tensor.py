@@ -30,7 +30,8 @@ class train(ContextDecorator):
 # %% ../nbs/01_tensor.ipynb #2daf801a
 class no_grad_ctx(ContextDecorator):
   "`with Tensor.test():` records no graph for autograd, as tinygrad's Tensor.no_grad = True does."
-  def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, True
+  def __init__(self, mode: bool = True): self.mode = mode
+  def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
   def __exit__(self, *exc): Tensor.no_grad = self.prev
 
 # %% ../nbs/01_tensor.ipynb #936d6e1f
@@ -817,6 +818,92 @@ class Tensor:
     "Apply each function of `ll` in turn: `x.sequential([conv, Tensor.relu, Tensor.max_pool2d])`."
     for f in ll: self = f(self)
     return self
+
+  # ---- more compositions tinygrad offers under the same names
+  def clone(self) -> Tensor: return self.contiguous() if self.lazydata.base is not self.lazydata else Tensor(self.lazydata.contiguous(), device=self.device)
+  def rand_like(self, **kwargs) -> Tensor: return Tensor.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None), **kwargs)
+  def lt(self, x) -> Tensor: return self < x
+  def gt(self, x) -> Tensor: return self > x
+  def ne(self, x) -> Tensor: return self != x
+  def eq(self, x) -> Tensor: return self == x
+  def isnan(self) -> Tensor: return self != self
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    return (self == float("inf")) * detect_positive + (self == float("-inf")) * detect_negative
+  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+  def sinh(self) -> Tensor: return (self.exp() - self.neg().exp()) / 2
+  def cosh(self) -> Tensor: return (self.exp() + self.neg().exp()) / 2
+  def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
+  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+  def erf(self) -> Tensor:
+    "Abramowitz and Stegun 7.1.26 (max error 1.5e-7)."
+    t = 1.0 / (1.0 + 0.3275911 * self.abs())
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return self.sign() * (1.0 - poly * (-self.square()).exp())
+  def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+  def softsign(self) -> Tensor: return self / (1 + self.abs())
+  def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def roll(self, shifts, dims) -> Tensor:
+    "Rotate elements along `dims` by `shifts` (elements leaving one end come back at the other)."
+    shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    x = self
+    for s, d in zip(shifts, dims):
+      d = _normalize_axis(d, self.ndim, "roll")
+      n = self.shape[d]
+      if n == 0 or s % n == 0: continue
+      s %= n
+      x = x[tuple(slice(None) if i != d else slice(n - s, None) for i in range(self.ndim))].cat(
+        x[tuple(slice(None) if i != d else slice(0, n - s) for i in range(self.ndim))], dim=d)
+    return x
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    x, dim = (self.flatten(), 0) if dim is None else (self, _normalize_axis(dim, self.ndim, "repeat_interleave"))
+    shp = x.shape
+    return x.reshape(*shp[:dim + 1], 1, *shp[dim + 1:]).expand(*shp[:dim + 1], repeats, *shp[dim + 1:]).flatten(dim, dim + 1)
+  def _tri(self, diagonal: int, upper: bool) -> Tensor:
+    r, c = self.shape[-2:]
+    rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+    cols = Tensor.arange(c, device=self.device).reshape(1, c)
+    keep = (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+    return keep.where(self, self.zeros_like())
+  def triu(self, diagonal: int = 0) -> Tensor: return self._tri(diagonal, True)
+  def tril(self, diagonal: int = 0) -> Tensor: return self._tri(diagonal, False)
+  @staticmethod
+  def meshgrid(*args: Tensor, indexing: str = "ij") -> list[Tensor]:
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if len(args) == 1 and isinstance(args[0], (list, tuple)): args = tuple(args[0])
+    if indexing == "xy" and len(args) >= 2: args = (args[1], args[0], *args[2:])
+    shape = tuple(a.numel() for a in args)
+    out = [a.reshape(*[-1 if i == j else 1 for j in range(len(args))]).expand(shape) for i, a in enumerate(args)]
+    if indexing == "xy" and len(args) >= 2: out = [out[1], out[0], *out[2:]]
+    return out
+  def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
+    "Negative log likelihood of log-probabilities `self` (N, C) at integer targets Y."
+    hit = Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)
+    w = hit.where(weight if weight is not None else 1.0, 0.0)
+    if ignore_index is not None: w = w * (Y != ignore_index).unsqueeze(-1)
+    nll = -(w * self).sum(-1)
+    return nll.sum() / w.sum() if reduction == "mean" else nll._reduce_loss(reduction)
+  def logcumsumexp(self, axis: int = 0) -> Tensor:
+    m = self.max(axis, keepdim=True).detach()
+    return (self - m).exp().cumsum(axis).log() + m
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False) -> Tensor:
+    "softmax(q @ k^T / sqrt(d) + mask) @ v, as torch.nn.functional.scaled_dot_product_attention."
+    qk = self @ key.transpose(-2, -1) / math.sqrt(self.shape[-1])
+    if is_causal: attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], device=self.device, dtype=dtypes.bool).tril()
+    if attn_mask is not None:
+      qk = (qk + attn_mask) if attn_mask.dtype != dtypes.bool else attn_mask.where(qk, float("-inf"))
+    return qk.softmax(-1).dropout(dropout_p) @ value
+  def __ipow__(self, x) -> Tensor: return self.assign(self.pow(x))
+  def __ifloordiv__(self, x) -> Tensor: return self.assign(self.floordiv(x))
+  def __imatmul__(self, x) -> Tensor: return self.assign(self.matmul(x))
+  def __iand__(self, x) -> Tensor: return self.assign(self.bitwise_and(x))
+  def __ior__(self, x) -> Tensor: return self.assign(self.bitwise_or(x))
+  def __ixor__(self, x) -> Tensor: return self.assign(self.xor(x))
+  def __ilshift__(self, x) -> Tensor: return self.assign(self.lshift(x))
+  def __irshift__(self, x) -> Tensor: return self.assign(self.rshift(x))
 
   # ---- Python operators
   def __neg__(self) -> Tensor: return self.neg()
