@@ -1,0 +1,110 @@
+# tinylit: developer and CI entry points. `make help` lists them.
+# Every target first makes sure .venv is up to date (`setup`); that is quick once it exists.
+# CI runs `make test` (via .ci/run) in a fresh clone: nothing may rely on a hand-made install.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.NOTPARALLEL:
+
+PYTHON   ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+LIB      := tinylit
+# The editable install maps tinylit/ only if it exists at install time, so the stamp's name
+# says whether it did: once tinylit/ appears, `setup` installs again.
+STAMP    := $(VENV)/.installed$(if $(wildcard $(LIB)/__init__.py),-with-$(LIB))
+# every package's exact version, checked together with `pip check`; `make lock` rewrites it
+LOCK     := constraints.txt
+SANITIZE := tests/nbval_sanitize.cfg
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+# notebooks for `make nbs` (default: the whole course), e.g. make nbs NB=nbs/01_tensor.ipynb
+NB       ?=
+# extra arguments for `make course`, e.g. LAB_ARGS="--no-browser --port 8899"
+LAB_ARGS ?=
+export CHROMIUM ?= /usr/bin/chromium
+# the venv's kernel spec wins over one of the same name in ~/.local (notebooks ask for "python3")
+export JUPYTER_PREFER_ENV_PATH := 1
+# quiet the debugger warning every IPython kernel prints under nbval and nbclient
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
+
+.PHONY: help setup course course-run test check-export docs nbs readme lint lock clean distclean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 22
+
+setup: $(STAMP) $(CHROMIUM) ## create/update .venv (pip install -e ".[dev]"), its Jupyter kernel, and Chromium
+
+# (Re)install when the package's settings or pins change (or tinylit/ first appears, see STAMP).
+# --use-pep517: setuptools' own editable install (without a pyproject.toml, pip would otherwise
+# fall back to the deprecated `setup.py develop`).
+$(STAMP): setup.py settings.ini $(wildcard $(LOCK))
+	@test -x $(BIN)/python || { echo "+ $(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install -qq --progress-bar off --disable-pip-version-check --use-pep517 \
+	  $(if $(wildcard $(LOCK)),-c $(LOCK)) -e ".[dev]"
+	$(BIN)/python -m pip check
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (tinylit .venv)"
+	@rm -f $(VENV)/.installed*
+	@touch $@
+
+# Debian's Chromium, for the docs site's browser test; needs root (or sudo) for apt-get.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "warning: no $(CHROMIUM) and no root: the docs browser test will skip (and fail under CI=true)"; exit 0; fi; \
+	echo "+ apt-get install chromium"; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+course: setup ## open the course: JupyterLab on nbs/ with the .venv kernel
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)/nbs" $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+course-run: setup ## run every course notebook top to bottom (copies in build/course-run/), then build the docs
+	rm -rf build/course-run
+	$(BIN)/python tools/execute_nbs.py --keep-going --out build/course-run
+	$(BIN)/python tools/build_docs.py site
+
+# A failed docs build does not stop the run: tests/test_docs_site.py then fails and says why,
+# beside the notebook results, in one pytest summary.
+test: setup check-export ## the CI test: export in sync, nbval over nbs/ + tests/ (incl. the docs site in Chromium)
+	$(BIN)/python tools/build_docs.py site || echo "docs build failed: tests/test_docs_site.py will report it"
+	@echo "+ pytest -n $(JOBS) --dist loadfile $(NBVAL) nbs tests"
+	@$(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) nbs tests || { rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi; exit $$rc; }
+
+check-export: setup ## nbdev_export must leave tinylit/ as committed (notebooks are the source)
+	$(BIN)/nbdev_export
+	@if ! git diff --quiet -- $(LIB) || [ -n "$$(git ls-files --others --exclude-standard -- $(LIB))" ]; then \
+	  echo "nbdev_export changed $(LIB)/: the library is out of sync with the notebooks."; \
+	  git status --short -- $(LIB); git --no-pager diff --stat -- $(LIB); \
+	  echo "Review the change, then commit it (or fix the notebook)."; exit 1; fi
+	@echo "nbdev_export: $(LIB)/ is in sync with the notebooks"
+
+docs: setup ## build the offline docs site into _docs/ (nbdev processing + Sphinx/MyST-NB; no Quarto)
+	$(BIN)/python tools/build_docs.py site
+
+nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), then nbdev_clean
+	$(BIN)/python tools/execute_nbs.py $(NB)
+	$(BIN)/nbdev_clean
+
+readme: setup ## write README.md from nbs/index.ipynb (without Quarto)
+	$(BIN)/python tools/build_docs.py readme
+
+lint: setup ## ruff over the whole repo (config: ruff.toml)
+	$(BIN)/ruff check .
+
+lock: ## re-resolve .[dev] in a scratch venv and write every version to constraints.txt
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/python -m pip install -q --progress-bar off --disable-pip-version-check --use-pep517 -e ".[dev]"
+	build/lock-venv/bin/python -m pip check
+	{ echo "# Exact versions of everything .[dev] installs, checked together (pip check). Regenerate: make lock"; \
+	  build/lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^-e '; } > $(LOCK)
+	rm -rf build/lock-venv
+	@echo "wrote $(LOCK)"
+
+clean: ## remove generated files (_docs, _proc, build, caches); keeps .venv
+	rm -rf _docs _proc build .pytest_cache .ruff_cache
+
+distclean: clean ## clean, and remove .venv too
+	rm -rf $(VENV)

@@ -1,0 +1,86 @@
+"""pytest glue that lets nbval check nbdev notebooks.
+
+nbval reads each notebook with `nbformat.read`; we hand it a prepared copy instead:
+
+- `nbdev_clean` sets every `execution_count` to null but keeps the outputs, and nbval fails such
+  cells with "Unrun reference cell has outputs". Code cells with outputs get a dummy count.
+- nbval knows nothing of nbdev's directives. Cells that nbdev_test would not run (`#| eval: false`,
+  the `tst_flags` of settings.ini such as `#| notest`, and `nbdev_export()` calls, which would
+  rewrite the library while other tests import it) are tagged `nbval-skip`.
+
+The notebook files on disk are never changed.
+"""
+
+from configparser import ConfigParser
+from pathlib import Path
+from types import ModuleType
+
+import nbformat
+import pytest
+
+try:
+    import nbval.plugin
+    from nbdev.process import extract_directives
+except ImportError:  # plain `pytest tests/...` without the dev extras: nothing to patch
+    nbval = None
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _skip_flags() -> set[str]:
+    "The `tst_flags` of settings.ini (`notest`): cells carrying one are not run by tests."
+    cfg = ConfigParser(delimiters=["="])
+    cfg.read(ROOT / "settings.ini", encoding="utf-8")
+    return set(cfg["DEFAULT"].get("tst_flags", "").split())
+
+
+SKIP_FLAGS = _skip_flags()
+
+
+def _skip_reason(cell) -> str | None:
+    "Why nbdev_test would leave this code cell out, or None if it runs it."
+    if "nbdev_export(" in cell.source:
+        return "calls nbdev_export()"
+    directives = extract_directives(cell, remove=False)
+    if directives.get("eval:", [""])[0].lower() == "false":
+        return "#| eval: false"
+    flags = sorted(SKIP_FLAGS & directives.keys())
+    return f"#| {flags[0]}" if flags else None
+
+
+def prepare_for_nbval(nb):
+    "Give output-bearing cells an execution count and tag skipped cells `nbval-skip`."
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.get("outputs") and cell.get("execution_count") is None:
+            cell.execution_count = 1
+        if reason := _skip_reason(cell):
+            tags = cell.metadata.setdefault("tags", [])
+            if "nbval-skip" not in tags:
+                tags.append("nbval-skip")
+            cell.metadata["nbval_skip_reason"] = reason
+    return nb
+
+
+class _NbformatForNbval(ModuleType):
+    "`nbformat` as nbval sees it: the same module, except that `read` prepares the notebook."
+
+    def __getattr__(self, name):
+        return getattr(nbformat, name)
+
+    @staticmethod
+    def read(*args, **kwargs):
+        return prepare_for_nbval(nbformat.read(*args, **kwargs))
+
+
+if nbval is not None and not isinstance(nbval.plugin.nbformat, _NbformatForNbval):
+    nbval.plugin.nbformat = _NbformatForNbval("nbformat")
+
+
+def pytest_collection_modifyitems(items):
+    "Report why a notebook cell is skipped (nbval itself says only 'Skipped')."
+    for item in items:
+        reason = getattr(getattr(item, "cell", None), "metadata", {}).get("nbval_skip_reason")
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"nbdev: {reason}"))
