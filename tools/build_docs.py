@@ -277,6 +277,8 @@ def build_readme() -> int:
         (ROOT / name).write_bytes(data)
     note = f"<!-- Made from nbs/{cfg.readme_nb} by `make readme`: edit the notebook, not this file. -->\n\n"
     body = re.sub(r"\n{3,}", "\n\n", body).strip()
+    # nbdev links API names to pages of the docs site, which don't exist on GitHub: keep just the name
+    body = re.sub(r"\[(`[^`\]]+`)\]\([\w./-]+\.html(?:#[^)]*)?\)", r"\1", body)
     (ROOT / "README.md").write_text(note + body + "\n", encoding="utf-8")
     print("wrote README.md")
     return 0
