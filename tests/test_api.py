@@ -145,3 +145,17 @@ def test_shapetracker_partial_read_of_expanded_view():
   "A contiguous top view that reads only part of the view below must not be merged into it."
   np.testing.assert_array_equal(Tensor.arange(5).reshape(1, 5).expand(4, 5).reshape(20).shrink(((0, 18),)).reshape(3, 6).numpy(),
                                 np.tile(np.arange(5), 4)[:18].reshape(3, 6))
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("formula, shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ij->ji", [(2, 3)]),
+                                             ("ij->", [(2, 3)]), ("bij,jk->bik", [(5, 2, 3), (3, 4)]), ("i,j->ij", [(3,), (4,)]),
+                                             ("bij,bij->b", [(5, 2, 3), (5, 2, 3)])])
+def test_einsum(device, formula, shapes):
+  rng = np.random.default_rng(len(formula))
+  xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  tt = [torch.tensor(x, requires_grad=True) for x in xs]
+  lt = [Tensor(x, device=device, requires_grad=True) for x in xs]
+  ref, out = torch.einsum(formula, *tt), Tensor.einsum(formula, *lt)
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-5)
+  ref.sum().backward(); out.sum().backward()
+  for t, l in zip(tt, lt): np.testing.assert_allclose(l.grad.numpy(), t.grad.numpy(), atol=1e-5)

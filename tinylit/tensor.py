@@ -905,6 +905,37 @@ class Tensor:
   def __ilshift__(self, x) -> Tensor: return self.assign(self.lshift(x))
   def __irshift__(self, x) -> Tensor: return self.assign(self.rshift(x))
 
+  @staticmethod
+  def einsum(formula: str, *operands, acc_dtype=None) -> Tensor:
+    """Einstein summation, e.g. `Tensor.einsum("ij,jk->ik", a, b)`: every operand is permuted and reshaped so
+    its letters line up, all are multiplied (broadcasting), then letters missing from the output are summed."""
+    xs = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+    formula = formula.replace(" ", "")
+    inputs, output = formula.split("->") if "->" in formula else (formula, None)
+    specs = inputs.split(",")
+    if len(specs) != len(xs): raise ValueError(f"einsum: {formula!r} names {len(specs)} operands, got {len(xs)}")
+    if "." in formula: raise NotImplementedError("einsum: '...' is not supported")
+    letters = inputs.replace(",", "")
+    if output is None: output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    sizes: dict[str, int] = {}
+    for spec, x in zip(specs, xs):
+      if len(spec) != x.ndim: raise ValueError(f"einsum: operand {spec!r} has {len(spec)} letters but shape {x.shape}")
+      if len(set(spec)) != len(spec): raise NotImplementedError(f"einsum: a letter repeated within one operand ({spec!r})")
+      for c, s in zip(spec, x.shape):
+        if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
+          raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {s}")
+        sizes[c] = max(sizes[c], s)
+    order = list(output) + sorted(set(letters) - set(output))   # output letters first, summed ones after
+    aligned = []
+    for spec, x in zip(specs, xs):
+      x = x.permute(*sorted(range(len(spec)), key=lambda i: order.index(spec[i])))
+      aligned.append(x.reshape(tuple(x.shape[sorted(spec, key=order.index).index(c)] if c in spec else 1 for c in order)))
+    ret = aligned[0]
+    for a in aligned[1:]: ret = ret * a
+    ret = ret._broadcast_to(tuple(sizes[c] for c in order))
+    summed = tuple(range(len(output), len(order)))
+    return ret.sum(summed, acc_dtype=acc_dtype) if summed else ret
+
   # ---- Python operators
   def __neg__(self) -> Tensor: return self.neg()
   def __add__(self, x) -> Tensor: return self.add(x)
