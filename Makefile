@@ -30,7 +30,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
 
-.PHONY: help setup course course-run test check-export docs nbs readme lint lock clean distclean
+.PHONY: help setup course course-run test check-export docs nbs readme lint bench lock clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 22
@@ -89,6 +89,9 @@ nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), 
 
 readme: setup ## write README.md from nbs/index.ipynb (without Quarto)
 	$(BIN)/python tools/build_docs.py readme
+
+bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes)
+	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)
 
 lint: setup ## ruff over the whole repo (config: ruff.toml)
 	$(BIN)/ruff check .
