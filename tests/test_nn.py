@@ -106,3 +106,20 @@ def test_load_state_dict_checks():
   model = [nn.Linear(2, 3)]
   with pytest.raises(KeyError, match="missing"): load_state_dict(model, {})
   with pytest.raises(ValueError, match="0.bias"): load_state_dict(model, {"0.weight": Tensor.ones(3, 2), "0.bias": Tensor.ones(4)})
+
+def test_optimizer_gradient_aliasing_a_parameter():
+  "d(a*b)/da is b's own buffer; the update of a must not change what b's update reads."
+  a, b = Tensor([2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+  opt = nn.optim.SGD([a, b], lr=0.1)
+  (a * b).sum().backward()
+  opt.step()
+  close(a.numpy(), [2.0 - 0.1 * 3.0]); close(b.numpy(), [3.0 - 0.1 * 2.0])
+
+def test_clone_is_new_memory_with_the_graph():
+  t = Tensor([1.0, 2.0]).realize()
+  c = t.clone()
+  assert c.lazydata.base.buffer is not t.lazydata.base.buffer
+  np.testing.assert_array_equal(c.numpy(), [1.0, 2.0])
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  (x * 3).clone().sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])

@@ -73,7 +73,7 @@ class TinyJit:
       position = {id(b): n for n, b in enumerate(input_buffers)}
       self.input_replace = {(j, i): position[id(b)] for j, ei in enumerate(captured)
                             for i, b in enumerate(ei.bufs) if id(b) in position}
-      if DEBUG >= 1: print(f"JIT captured {len(captured)} kernels with {len(input_buffers)} inputs")
+      if DEBUG >= 1: print(f"JIT captured {len(captured)} kernel{'s' * (len(captured) != 1)} with {len(input_buffers)} inputs")
     else:
       self.ret = self.fxn(*args, **kwargs)
     self.cnt += 1

@@ -93,6 +93,9 @@ class LazyBuffer:
     if self.base is self and self.op is not Ops.CONST:
       self.forced_realize = True
       return self
+    return self.clone()
+  def clone(self) -> LazyBuffer:
+    "A new base with a copy of these elements, in memory of its own (even when this already is a buffer)."
     return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
   def copy_to_device(self, device: str) -> LazyBuffer:
     if device == self.device: return self

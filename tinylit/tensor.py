@@ -820,7 +820,12 @@ class Tensor:
     return self
 
   # ---- more compositions tinygrad offers under the same names
-  def clone(self) -> Tensor: return self.contiguous() if self.lazydata.base is not self.lazydata else Tensor(self.lazydata.contiguous(), device=self.device)
+  def clone(self) -> Tensor:
+    "A copy in memory of its own, with the same gradient and place in the autograd graph (as tinygrad's clone)."
+    ret = Tensor(self.lazydata.clone(), device=self.device, requires_grad=self.requires_grad)
+    if self.grad is not None: ret.grad = self.grad.clone()
+    ret._ctx = self._ctx
+    return ret
   def rand_like(self, **kwargs) -> Tensor: return Tensor.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None), **kwargs)
   def lt(self, x) -> Tensor: return self < x
   def gt(self, x) -> Tensor: return self > x

@@ -23,6 +23,10 @@ class Optimizer:
     for p in self.params: p.grad = None
   def step(self) -> None:
     "Compute every gradient first (they read the old weights), then write all updates."
+    # a gradient can *be* another parameter's buffer (d(a*b)/da is b): copy it, or b's update would overwrite it
+    owned = {id(t.lazydata.base.buffer) for t in self.params}
+    for p in self.params:
+      if p.grad is not None and id(p.grad.lazydata.base.buffer) in owned: p.grad = p.grad.clone()
     grads = [p.grad for p in self.params if p.grad is not None]
     if grads: grads[0].realize(*grads[1:])
     updated = self._step()
