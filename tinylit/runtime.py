@@ -4,7 +4,7 @@
 
 # %% ../nbs/08a_backends.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, os, subprocess, tempfile
+import ctypes, os, platform, subprocess, tempfile
 from .device import Compiled, Compiler, Allocator
 import numpy as np
 from .dtype import dtypes
@@ -16,9 +16,15 @@ __all__ = ['ClangCompiler', 'CPUProgram', 'CPUAllocator', 'CPUDevice', 'PythonCo
            'CLAllocator', 'CLCompiler', 'CLProgram', 'CLDevice']
 
 # %% ../nbs/08a_backends.ipynb #f7b93a9f
+def _cpu_model() -> str:
+  "The processor's name: code built with -march=native must not be reused on another kind of CPU."
+  try: name = next(line.split(":", 1)[1] for line in open("/proc/cpuinfo") if line.startswith("model name"))
+  except (OSError, StopIteration): name = platform.processor() or platform.machine()
+  return "".join(ch if ch.isalnum() else "_" for ch in name.strip())
+
 class ClangCompiler(Compiler):
   "cc -O2 -shared: C source in, shared-object bytes out."
-  cachekey = "cpu_cc_O2"
+  cachekey = f"cpu_cc_O2_{_cpu_model()}"
   args = ["-shared", "-O2", "-fPIC", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-"]
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
