@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from .dtype import dtypes
 from .helpers import DEBUG
-from .ops import Ops
+from .ops import Ops, GroupOp
 from .ops import UOp
 from .shapetracker import ShapeTracker
 from .lazy import LazyBuffer
@@ -71,7 +71,8 @@ class KernelBuilder:
     # elementwise: the sources are read through the same view; padding must read as 0, whatever the op
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
-    if any(v.mask is not None for v in st.views):
+    # padding reads as 0; an op that turns 0 into something else (exp2, 1/x, <) must be masked back to 0
+    if base.op in GroupOp.UnsafePad and any(v.mask is not None for v in st.views):
       ret = UOp(Ops.WHERE, base.dtype, (UOp(Ops.VALID, dtypes.bool, (UOp(Ops.VIEW, None, (), st),)), ret, UOp.const(base.dtype, 0)))
     return ret
 
