@@ -8,8 +8,8 @@ import contextlib, functools, math, os, sys
 from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
-__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'prod', 'argfix', 'all_int', 'dedup', 'flatten', 'make_tuple', 'round_up',
-           'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
+__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv',
+           'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -30,18 +30,12 @@ def argfix(*x):
 # %% ../nbs/08c_helpers.ipynb #0e09d85f
 def all_int(t: Sequence[Any]) -> bool: return all(isinstance(s, int) for s in t)
 
-# %% ../nbs/08c_helpers.ipynb #ca51e490
-def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
-
 # %% ../nbs/08c_helpers.ipynb #18a991f6
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
 
 # %% ../nbs/08c_helpers.ipynb #26065d64
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
   return (x,) * cnt if isinstance(x, int) else tuple(x)
-
-# %% ../nbs/08c_helpers.ipynb #489813f7
-def round_up(num: int, amt: int) -> int: return (num + amt - 1) // amt * amt
 
 # %% ../nbs/08c_helpers.ipynb #e1f8cbf9
 def argsort(x: Sequence[int]) -> tuple[int, ...]:

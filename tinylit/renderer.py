@@ -124,7 +124,6 @@ class CStyleLanguage(Renderer):
   kernel_prefix = ""
   buffer_prefix = ""
   arg_suffix = ""  # e.g. "restrict"
-  float4 = None
   type_map: dict[DType, str] = {}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
   def __init__(self):
