@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes, os, platform, subprocess, tempfile
 from .device import Compiled, Compiler, Allocator
 import numpy as np
-from .dtype import dtypes
 from .ops import Ops, GroupOp, exec_alu
 from .renderer import ClangRenderer, OpenCLRenderer, PythonRenderer, parse_python_program
 
@@ -85,7 +84,7 @@ class PythonProgram:
       while pc < len(uops):
         op, dtype, srcs, arg = uops[pc]
         if op is Ops.DEFINE_GLOBAL: v[pc] = bufs[arg].view(dtype.np)
-        elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.np) if not (dtypes.is_int(dtype) and arg < 0 and dtypes.is_unsigned(dtype)) else np.asarray(arg).astype(dtype.np)
+        elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.np)  # constants already hold in-range values
         elif op is Ops.RANGE:
           if pc in lane_of: v[pc] = lane_of[pc]
           else:

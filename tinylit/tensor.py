@@ -542,15 +542,18 @@ class Tensor:
     return -((-self).max(axis, keepdim))
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.bool().max(axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def _reduced_count(self, axis) -> int:
+    "How many elements each output of a reduce over `axis` combines."
+    if axis is None: return self.numel()
+    return prod(self.shape[_normalize_axis(a, self.ndim, "reduce")] for a in make_tuple(axis, 1)) if self.ndim else 1
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dtype = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
-    count = prod(self.shape) // max(1, prod(self.sum(axis, keepdim=True).shape)) if self.ndim else 1
+    count = self._reduced_count(axis)
     total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
     return (total.div(count) if count else total * float("nan")).cast(out_dtype)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     squares = (self - self.mean(axis, keepdim=True)).square()
-    n = prod(self.shape) // max(1, prod(squares.sum(axis, keepdim=True).shape)) if self.ndim else 1
-    return squares.sum(axis, keepdim).div(max(0, n - correction))
+    return squares.sum(axis, keepdim).div(max(0, self._reduced_count(axis) - correction))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
