@@ -92,3 +92,22 @@ def test_done_when_of_the_foundation_issue():
     np.testing.assert_allclose(a.grad.numpy(), mask @ B.T, atol=1e-5)
     np.testing.assert_allclose(b.grad.numpy(), A.T @ mask, atol=1e-5)
     np.testing.assert_allclose(c.grad.numpy(), mask.sum(0), atol=1e-5)
+
+def test_realized_nodes_leave_the_dedup_cache():
+  "A realized node forgets its sources; if it stayed cached under their ids, a new node reusing a freed id would match it."
+  from tinylit.lazy import lazycache
+  b = Tensor(np.ones(4, np.float32)).realize()
+  r = Tensor(np.full(4, 3.0, np.float32)) * b
+  key = r.lazydata.base.cache_key
+  assert lazycache.get(key) is r.lazydata.base
+  r.realize()
+  assert lazycache.get(key) is None
+  for trial in range(3000):  # and the symptom itself: recycled ids never give a stale result
+    a = Tensor(np.full(4, float(trial), np.float32))
+    kept = (a * b).realize()
+    old_id = id(a.lazydata)
+    del a
+    a2 = Tensor(np.full(4, -1.0, np.float32))
+    np.testing.assert_array_equal((a2 * b).numpy(), -np.ones(4))
+    if id(a2.lazydata) == old_id: break
+    del kept

@@ -27,6 +27,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
+  ret.cache_key = key if cacheable else None
   return ret
 
 # %% ../nbs/02_lazy.ipynb #bb228d6d
@@ -36,6 +37,7 @@ class LazyBuffer:
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
+    self.cache_key: tuple | None = None  # its key in `lazycache`, set by create_lazybuffer
     self._base = base
     if base is None:
       self.op, self.arg, self.srcs = op, arg, srcs

@@ -10,7 +10,7 @@ from .helpers import DEBUG
 from .ops import Ops, GroupOp
 from .ops import UOp
 from .shapetracker import ShapeTracker
-from .lazy import LazyBuffer
+from .lazy import LazyBuffer, lazycache
 from .device import Buffer
 
 # %% auto #0
@@ -116,8 +116,10 @@ class Scheduler:
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 def mark_realized(base: LazyBuffer) -> None:
-  "After its kernel ran, a base is just its buffer: the graph behind it can go."
+  """After its kernel ran, a base is just its buffer: the graph behind it can go. It also leaves the dedup cache,
+  whose key names its sources by id: once they are freed, a new node could reuse an id and wrongly match."""
   base.op, base.arg, base.srcs, base.forced_realize = Ops.BUFFER, None, (), False
+  if base.cache_key is not None and lazycache.get(base.cache_key) is base: del lazycache[base.cache_key]
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   "The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read."
