@@ -6,6 +6,7 @@
 from __future__ import annotations
 import ctypes, os, platform, subprocess, tempfile
 from .device import Compiled, Compiler, Allocator
+from .helpers import getenv
 import numpy as np
 from .ops import Ops, GroupOp, exec_alu
 from .renderer import ClangRenderer, OpenCLRenderer, PythonRenderer, parse_python_program
@@ -22,13 +23,19 @@ def _cpu_model() -> str:
   return "".join(ch if ch.isalnum() else "_" for ch in name.strip())
 
 class ClangCompiler(Compiler):
-  "cc -O2 -shared: C source in, shared-object bytes out."
-  cachekey = f"cpu_cc_O2_{_cpu_model()}"
-  args = ["-shared", "-O2", "-fPIC", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-"]
+  "cc -O2 -shared: C source in, shared-object bytes out. `CPU_SANITIZE=1` builds every kernel with ASan and UBSan."
+  base_args = ["-shared", "-O2", "-fPIC", "-march=native", "-ffp-contract=off", "-fno-math-errno"]
+  sanitize_args = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+  def __init__(self, sanitize: bool | None = None):
+    sanitize = bool(getenv("CPU_SANITIZE")) if sanitize is None else sanitize
+    self.args = self.base_args + (self.sanitize_args if sanitize else [])
+    # the flags change the binary, so they are part of the disk cache's key
+    self.cachekey = f"cpu_cc_O2{'_sanitize' if sanitize else ''}_{_cpu_model()}"
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([os.getenv("CC", "cc"), *self.args, "-o", out, "-lm"], input=src.encode(), capture_output=True)
+      proc = subprocess.run([os.getenv("CC", "cc"), *self.args, "-x", "c", "-", "-o", out, "-lm"], input=src.encode(),
+                            capture_output=True)
       if proc.returncode != 0: raise RuntimeError(f"C compile failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
 
