@@ -78,11 +78,13 @@ class Compiler:
     key = hashlib.sha256((self.cachekey + src).encode()).hexdigest()
     path = os.path.join(cache_dir(), f"{self.cachekey}-{key}.bin")
     if os.path.exists(path):
-      with open(path, "rb") as f: return f.read()
+      with open(path, "rb") as f: data = f.read()
+      # the file starts with a checksum of the binary: a truncated or damaged file is compiled again, never loaded
+      if len(data) >= 32 and hashlib.sha256(data[32:]).digest() == data[:32]: return data[32:]
     lib = self.compile(src)
     os.makedirs(cache_dir(), exist_ok=True)
     # write to a temporary name, then rename: concurrent runs never see half a file
-    with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(lib)
+    with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(hashlib.sha256(lib).digest() + lib)
     os.replace(f.name, path)
     return lib
 

@@ -16,6 +16,15 @@ from .shapetracker import ShapeTracker
 __all__ = ['lowerer', 'cleanup', 'Kernel', 'linearize']
 
 # %% ../nbs/06_linearize.ipynb #49c80144
+def _check_int32(st: ShapeTracker) -> None:
+  "Loop counters and addresses are C `int`s: refuse a view whose loops or addresses don't fit in 32 bits."
+  for v in st.views:
+    lo = v.offset + sum(min(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
+    hi = v.offset + sum(max(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
+    if max(v.shape, default=0) > 2**31 - 1 or v.size() > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
+      raise NotImplementedError(f"a kernel over shape {st.shape} needs indices past 32 bits ({v.size()} elements, "
+                                f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
+
 class Kernel:
   "The kernel AST plus what codegen decides about it: the loop shape, which loops reduce, and the opts applied."
   kernel_names: dict[str, list[UOp]] = {}  # plain name -> the ASTs that got it, for the `n1`, `n2` suffixes
@@ -27,6 +36,7 @@ class Kernel:
     self.sts: dict[ShapeTracker, ShapeTracker] = {st: st for st in views}  # original -> current
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[str] = []  # no optimizations yet: see "What this linearizer does not do"
+    for st in views: _check_int32(st)
     self.simplify_shape()
 
   @property
@@ -117,6 +127,10 @@ lowerer = PatternMatcher([
   (UPat(Ops.CONST, src=(UPat(Ops.VIEW, name="view"),), name="x"), _lower_const),
   (UPat(Ops.VALID, src=(UPat(Ops.VIEW, name="view"),)), lambda ctx, view: ctx.index(view.arg)[1]),
   (UPat(Ops.REDUCE_AXIS, src=(UPat.var("src"),), name="x"), _lower_reduce),
+  # the Tensor layer divides as a * (1/b); one correctly rounded division is exact where that rounds twice.
+  # This runs before the constants are folded, so that x / 3 doesn't become x * 0.33333334f.
+  (UPat(Ops.MUL, dtype=dtypes.floats, src=[UPat.var("x"), UPat(Ops.RECIP, src=(UPat.var("d"),))]),
+   lambda ctx, x, d: x.alu(Ops.FDIV, d)),
 ])
 
 cleanup = PatternMatcher([

@@ -12,10 +12,12 @@ from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'create_lazybuffer', 'LazyBuffer']
+__all__ = ['lazycache', 'readers', 'create_lazybuffer', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# base -> the bases computed from it (weakly held): who must run before the base's memory is overwritten in place
+readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # %% ../nbs/02_lazy.ipynb #1744662b
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
@@ -27,6 +29,8 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
+  if op is not Ops.ASSIGN:
+    for s in srcs: readers.setdefault(s.base, weakref.WeakSet()).add(ret)
   ret.cache_key = key if cacheable else None
   return ret
 
@@ -52,6 +56,9 @@ class LazyBuffer:
   def realized(self) -> Buffer | None:
     "The device buffer, once this base has been computed."
     return self.buffer if self._base is None and self.op is Ops.BUFFER else None
+  def pending_readers(self) -> list[LazyBuffer]:
+    "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
+    return [r for r in readers.get(self, ()) if r.realized is None]
   def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     return self.is_unrealized_const() and all(v.mask is None for v in self.st.views)
@@ -115,7 +122,8 @@ class LazyBuffer:
       if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {[x.shape for x in srcs]} differ")
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[-1].dtype
     # constant folding: all constants, or adding 0 / multiplying by 1
-    if all(s.is_unrealized_unmasked_const() for s in srcs):
+    # (not 1/c: the kernel turns a * (1/c) into an exact a / c, which needs the reciprocal unfolded, see chapter 6)
+    if op is not Ops.RECIP and all(s.is_unrealized_unmasked_const() for s in srcs):
       return LazyBuffer.metaop(Ops.CONST, self.shape, out_dtype, self.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
     if op in (Ops.ADD, Ops.MUL) and out_dtype == self.dtype == srcs[1].dtype:
       neutral = 0 if op is Ops.ADD else 1

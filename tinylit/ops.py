@@ -26,7 +26,7 @@ class Ops(Enum):
   # unary
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); CAST = auto()
   # binary
-  ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()
+  ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()
   AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
   # ternary
   WHERE = auto()
@@ -38,14 +38,14 @@ class Ops(Enum):
 class GroupOp:
   "Sets of ops that behave alike."
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG}
-  Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
+  Binary = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
             Ops.SHL, Ops.SHR}
   Ternary = {Ops.WHERE}
   ALU = Unary | Binary | Ternary
   Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
   Comparison = {Ops.CMPLT, Ops.CMPNE}
   # ops where f(0, ...) != 0: padding a view of their result is not the same as padding their inputs
-  UnsafePad = {Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPLT, Ops.CMPNE, Ops.WHERE}
+  UnsafePad = {Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.FDIV, Ops.IDIV, Ops.CMPLT, Ops.CMPNE, Ops.WHERE}
   Reduce = {Ops.ADD, Ops.MAX, Ops.MUL}
 
 # %% ../nbs/03_uop.ipynb #729deeb3
@@ -65,7 +65,7 @@ def _c_mod(a, b):
 python_alu = {
   Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.SQRT: np.sqrt, Ops.NEG: np.negative,
   Ops.RECIP: lambda x: np.reciprocal(x) if np.issubdtype(np.asarray(x).dtype, np.floating) else _trunc_div(1, x),
-  Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.IDIV: _trunc_div, Ops.MOD: _c_mod, Ops.MAX: np.maximum,
+  Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.FDIV: np.divide, Ops.IDIV: _trunc_div, Ops.MOD: _c_mod, Ops.MAX: np.maximum,
   Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or,
   Ops.XOR: np.bitwise_xor, Ops.SHL: np.left_shift, Ops.SHR: np.right_shift, Ops.WHERE: np.where}
 
@@ -231,7 +231,7 @@ class UOp(metaclass=UOpMetaClass):
     return exec_alu(self.op, self.dtype, [s.sym_infer for s in self.src])
 
 # %% ../nbs/03_uop.ipynb #962278ba
-_SYMBOLS = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+_SYMBOLS = {Ops.ADD: "+", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
             Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 
 # %% ../nbs/03_uop.ipynb #99879349

@@ -112,7 +112,10 @@ def print_kernel_line(prg: Runner, nbufs: int, et: float, mem: int, jit: bool) -
 
 # %% ../nbs/08b_realize.ipynb #e5224d4b
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
-  if si.ast.op is Ops.SINK: return ExecItem(get_runner(si.outputs[0].device, si.ast), list(si.bufs))
+  if si.ast.op is Ops.SINK:
+    runner = get_runner(si.outputs[0].device, si.ast)
+    # the kernel's own parameter list says which buffers it takes (an input whose loads were simplified away is not one)
+    return ExecItem(runner, [si.bufs[i] for i in runner.p.globals])
   if si.ast.op is Ops.COPY: return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
   if si.ast.op is Ops.EMPTY: return ExecItem(EmptyOp("empty", si.bufs[0].device), list(si.bufs))
   raise RuntimeError(f"don't know how to run {si.ast.op}")

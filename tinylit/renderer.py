@@ -57,13 +57,15 @@ def _thread_dims(sizes: list[int], max_dims: int) -> tuple[list[tuple[int, int, 
 # %% ../nbs/07_render.ipynb #38a4e0bb
 @dataclass
 class ProgramSpec:
-  "A rendered kernel: its name, source, the UOps it came from, launch size, and how much work it does."
+  """A rendered kernel: its name, source, the UOps it came from, launch size, and how much work it does.
+  `globals` lists the buffer numbers the kernel takes, in the order of its parameters."""
   name: str
   src: str
   device: str
   uops: list[UOp] = field(repr=False)
   global_size: tuple[int, ...] | None = None
   op_estimate: int = 0
+  globals: list[int] = field(default_factory=list)
   @property
   def function_name(self) -> str: return to_function_name(self.name)
   @staticmethod
@@ -73,7 +75,9 @@ class ProgramSpec:
       # the innermost global loop becomes thread dimension 0, as in tinygrad
       glob = [u.src[0].arg for u in uops if u.op is Ops.RANGE and u.arg[1] == "global"]
       gsize = _thread_dims(glob, renderer.max_global_dims or 3)[1]
-    return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, count_ops(uops))
+    # simplification can remove every load of an input: such a buffer is not a parameter at all
+    bufs = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
+    return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, count_ops(uops), bufs)
 
 # %% ../nbs/07_render.ipynb #b4502f91
 def _render_const(ctx: CStyleLanguage, x: UOp) -> str:
@@ -91,8 +95,23 @@ def _render_const(ctx: CStyleLanguage, x: UOp) -> str:
   return str(v) if dt == dtypes.int32 else f"(({ctx.render_dtype(dt)}){v})"
 
 # %% ../nbs/07_render.ipynb #09a5ac08
+# C computes on int and float at least: a uint8 `a-b` is an int, a _Float16 `a*b` may stay a float. These ops
+# round their result back to the narrow type at once, as numpy and the PYTHON device do.
+_ROUNDING_OPS = {Ops.ADD, Ops.MUL, Ops.NEG, Ops.SHL, Ops.FDIV, Ops.RECIP, Ops.IDIV, Ops.MOD}
+_NARROW = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.float16)
+# signed overflow is undefined in C (gcc assumes it never happens); done in unsigned arithmetic, it wraps
+_UNSIGNED_OF = {dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
 def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
-  return ctx.code_for_op[x.op](*[ctx.r[s] for s in x.src], dtype=x.dtype, src_dtype=x.src[0].dtype)
+  srcs = [ctx.r[s] for s in x.src]
+  if x.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_float(x.dtype): out = ctx.render_int_div(x, *srcs)
+  else:
+    # index arithmetic stays plain signed C (sizes are checked to fit); arithmetic on data wraps like numpy's
+    wrap = x.op in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.SHL) and x.dtype in _UNSIGNED_OF and _is_data(x, ctx.data_memo)
+    if wrap: srcs = [f"(({ctx.render_dtype(_UNSIGNED_OF[x.dtype])}){s})" for s in srcs]
+    out = ctx.code_for_op[x.op](*srcs, dtype=x.dtype, src_dtype=x.src[0].dtype)
+    if not (wrap or (x.op in _ROUNDING_OPS and x.dtype in _NARROW)): return out
+  return f"(({ctx.render_dtype(x.dtype)})({out}))" if x.dtype in _NARROW + tuple(_UNSIGNED_OF) else out
 
 # %% ../nbs/07_render.ipynb #68326619
 def _render_index(ctx: CStyleLanguage, x: UOp) -> str: return f"{ctx.r[x.src[0]]}[{ctx.r[x.src[1]]}]"
@@ -131,8 +150,7 @@ class CStyleLanguage(Renderer):
       Ops.NEG: lambda x, dtype, src_dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
       Ops.RECIP: lambda x, dtype, src_dtype: f"(1/{x})",
       Ops.ADD: lambda a, b, dtype, src_dtype: f"({a}+{b})", Ops.MUL: lambda a, b, dtype, src_dtype: f"({a}*{b})",
-      Ops.IDIV: lambda a, b, dtype, src_dtype: self.render_div(a, b, "/", dtype),
-      Ops.MOD: lambda a, b, dtype, src_dtype: self.render_div(a, b, "%", dtype),
+      Ops.FDIV: lambda a, b, dtype, src_dtype: f"({a}/{b})",
       Ops.MAX: lambda a, b, dtype, src_dtype: self.render_max(a, b, dtype),
       Ops.CMPLT: lambda a, b, dtype, src_dtype: f"({a}<{b})", Ops.CMPNE: lambda a, b, dtype, src_dtype: f"({a}!={b})",
       Ops.AND: lambda a, b, dtype, src_dtype: f"({a}&{b})", Ops.OR: lambda a, b, dtype, src_dtype: f"({a}|{b})",
@@ -148,11 +166,20 @@ class CStyleLanguage(Renderer):
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
     if dt == dtypes.bool: return f"({x}!=0)"
     return f"(({self.render_dtype(dt)})({x}))"
-  def render_div(self, a: str, b: str, op: str, dt: DType) -> str:
-    # integer division by zero would crash the process: a divisor that isn't a literal is guarded
-    if dtypes.is_float(dt) or b.lstrip("-").isdigit(): return f"({a}{op}{b})"
-    return f"({b}?({a}{op}{b}):0)"
-  def render_max(self, a: str, b: str, dt: DType) -> str: return f"(({a}>{b})?{a}:{b})"
+  def render_int_div(self, x: UOp, a: str, b: str) -> str:
+    """Integer `/` and `%` as chapter 3 defines them: x/0 and x%0 are 0, and INT_MIN/-1 wraps to INT_MIN.
+    C leaves both undefined, and on x86 either one kills the process."""
+    op, zero = ("/" if x.op is Ops.IDIV else "%"), _render_const(self, x.const_like(0))
+    # only int32 and int64 trap on -1: narrower types are divided as int, where -128/-1 is fine
+    minus_one = None if x.dtype not in _UNSIGNED_OF else \
+      zero if x.op is Ops.MOD else f"(({self.render_dtype(x.dtype)})(0-({self.render_dtype(_UNSIGNED_OF[x.dtype])}){a}))"
+    if (d := x.src[1]).op is Ops.CONST:  # a literal divisor needs no test at run time
+      return zero if d.arg == 0 else (minus_one if d.arg == -1 and minus_one else f"({a}{op}{b})")
+    if minus_one is None: return f"({b}?({a}{op}{b}):{zero})"
+    return f"({b}=={zero}?{zero}:{b}==-1?{minus_one}:({a}{op}{b}))"
+  def render_max(self, a: str, b: str, dt: DType) -> str:
+    # a NaN on either side wins, as in numpy and torch (`a>b?a:b` would drop a NaN in `a`)
+    return f"((({a}>{b})||({a}!={a}))?{a}:{b})" if dtypes.is_float(dt) else f"(({a}>{b})?{a}:{b})"
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     if dt == dtypes.float64: return f"{fn}({x})"
     if dt == dtypes.float16: return f"(({self.render_dtype(dt)}){fn}f((float)({x})))"
@@ -177,6 +204,7 @@ class CStyleLanguage(Renderer):
   # ---- the engine
   def render(self, name: str, uops: list[UOp]) -> str:
     self.r: dict[UOp, str] = {}
+    self.data_memo: dict[UOp, bool] = {}  # for _is_data: which values are data rather than index arithmetic
     uses = Counter(s for u in uops for s in u.src)
     block, blocks = 0, {}
     for u in uops:  # a loop boundary starts a new block: values are only inlined within one block
@@ -211,7 +239,9 @@ class CStyleLanguage(Renderer):
       else:
         self.r[u] = fresh("val" if u.op is Ops.LOAD else "alu")
         body.append(f"{'  ' * depth}{self.render_dtype(u.dtype)} {self.r[u]} = {text};")
-    return self.preamble(uops) + self.render_kernel(name, body, sorted(bufs))
+    # parameters in buffer order: data2 before data10 (sorting the names as text would swap them)
+    bufs.sort(key=lambda b: int(b[0][len("data"):]))
+    return self.preamble(uops) + self.render_kernel(name, body, bufs)
 
 # %% ../nbs/07_render.ipynb #a08fad80
 class ClangRenderer(CStyleLanguage):

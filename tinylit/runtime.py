@@ -4,7 +4,7 @@
 
 # %% ../nbs/08a_backends.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, os, platform, subprocess, tempfile
+import ctypes, os, platform, re, subprocess, tempfile
 from .device import Compiled, Compiler, Allocator
 from .helpers import getenv
 import numpy as np
@@ -69,6 +69,8 @@ class PythonProgram:
   def __init__(self, name: str, lib: bytes):
     self.name, self.uops = name, parse_python_program(lib.decode())
     self.loop_end = {}  # RANGE position -> its ENDRANGE position
+    # buffers arrive in the order of the kernel's parameters: sorted buffer numbers (see ProgramSpec.globals)
+    self.param_of = {n: i for i, n in enumerate(sorted(arg for op, _, _, arg in self.uops if op is Ops.DEFINE_GLOBAL))}
     for i, (op, _, srcs, _) in enumerate(self.uops):
       if op is Ops.ENDRANGE: self.loop_end[srcs[0]] = i
 
@@ -90,7 +92,7 @@ class PythonProgram:
     with np.errstate(all="ignore"):
       while pc < len(uops):
         op, dtype, srcs, arg = uops[pc]
-        if op is Ops.DEFINE_GLOBAL: v[pc] = bufs[arg].view(dtype.np)
+        if op is Ops.DEFINE_GLOBAL: v[pc] = bufs[self.param_of[arg]].view(dtype.np)
         elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.np)  # constants already hold in-range values
         elif op is Ops.RANGE:
           if pc in lane_of: v[pc] = lane_of[pc]
@@ -145,7 +147,8 @@ class CLCompiler(Compiler):
   def __init__(self, dev: CLDevice):
     self.dev, self.cachekey = dev, f"cl_{dev.ctx.devices[0].name}".replace(" ", "_")
   def compile(self, src: str) -> bytes:
-    if " half" in src and "cl_khr_fp16" not in self.dev.ctx.devices[0].extensions:
+    # `half` as a whole word: a declaration (`half val0`) and a cast (`(half)(x)`) alike
+    if re.search(r"\bhalf\b", src) and "cl_khr_fp16" not in self.dev.ctx.devices[0].extensions:
       raise RuntimeError(f"OpenCL device {self.dev.ctx.devices[0].name!r} has no half precision (cl_khr_fp16): "
                          "use float32 here, or another device")
     try: return self.dev.cl.Program(self.dev.ctx, src).build().binaries[0]

@@ -34,14 +34,24 @@ class _ReshapeKernel(Exception):
   "Raised to restart building a kernel in the shape of the reduce it contains."
   def __init__(self, shape: tuple[int, ...]): self.shape = shape
 
+class _OverlappingAssign(Exception):
+  "Raised when an in-place write reads its own target anywhere but at the element it writes."
+
 # %% ../nbs/04_schedule.ipynb #211c8910
 class KernelBuilder:
   """Builds the AST of the kernel that computes `out`: realized bases become LOADs, elementwise bases are
   inlined (fused), and at most one reduce joins the kernel. Bases that can't be inlined are scheduled first."""
-  def __init__(self, out: LazyBuffer, scheduler: Scheduler):
-    self.out, self.scheduler = out, scheduler
+  def __init__(self, out: LazyBuffer, scheduler: Scheduler, value: LazyBuffer | None = None):
+    # `value`: what an ASSIGN writes, if not its own source (a copy of it, see Scheduler.schedule_base)
+    self.out, self.scheduler, self.value = out, scheduler, value
     self.inputs: list[LazyBuffer] = []
     self.reduce: LazyBuffer | None = None
+    self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}  # a sub-graph read twice is built once
+
+  def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
+    "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
+    if (key := (lb, st)) not in self.built: self.built[key] = self._build(lb, st)
+    return self.built[key]
 
   def global_for(self, base: LazyBuffer) -> UOp:
     "The kernel argument (DEFINE_GLOBAL) for a buffer: 0 is the output, inputs follow in order of first use."
@@ -49,25 +59,29 @@ class KernelBuilder:
     if base not in self.inputs: self.inputs.append(base)
     return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + 1)
 
-  def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
-    "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
+  def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     base = lb.base
     st = lb.st + st if lb is not base else st
     if base is not self.out and self.scheduler.must_realize(base):
+      if self.out.op is Ops.ASSIGN and base.buffer is self.out.buffer and st != self.out_st:
+        raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
       self.scheduler.schedule_base(base)
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
       if base is not self.out:
-        # a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order
-        if self.reduce is not None or not st.contiguous:
+        # a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order, all of it:
+        # a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would then
+        # store the whole reduce into the smaller output
+        if self.reduce is not None or not st.contiguous or st.size != base.size:
           self.scheduler.schedule_base(base)
           return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
         if st.shape != base.shape: raise _ReshapeKernel(base.shape)
       self.reduce = base
       src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
-    if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN): return self.build(base.srcs[0], st)
+    if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
+      return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
     # elementwise: the sources are read through the same view; padding must read as 0, whatever the op
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
@@ -80,11 +94,11 @@ class KernelBuilder:
     shape = self.out.shape
     while True:
       try:
-        st = ShapeTracker.from_shape(shape)
+        st = self.out_st = ShapeTracker.from_shape(shape)
         value = self.build(self.out, st)
         break
       except _ReshapeKernel as e:
-        self.inputs, self.reduce, shape = [], None, e.shape
+        self.inputs, self.reduce, self.built, shape = [], None, {}, e.shape
     store = UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, self.out.dtype, (), 0), UOp(Ops.VIEW, None, (), st), value))
     return UOp(Ops.SINK, None, (store,))
 
@@ -100,6 +114,25 @@ class Scheduler:
     return base.realized is not None or base in self.scheduled or base.forced_realize or \
       base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
 
+  def fused(self, lb: LazyBuffer) -> set[LazyBuffer]:
+    "The bases a kernel computing `lb` would compute inline (everything up to bases that must be realized)."
+    out, stack = set(), [lb.base]
+    while stack:
+      if (b := stack.pop()) in out or (b is not lb.base and self.must_realize(b)): continue
+      out.add(b)
+      stack.extend(s.base for s in b.srcs)
+    return out
+
+  def depends_on(self, lb: LazyBuffer, other: LazyBuffer) -> bool:
+    "Is `other` in the not yet computed graph behind `lb`?"
+    seen, stack = set(), [lb.base]
+    while stack:
+      if (b := stack.pop()) is other: return True
+      if b in seen or b.realized is not None: continue
+      seen.add(b)
+      stack.extend(s.base for s in b.srcs)
+    return False
+
   def schedule_base(self, base: LazyBuffer) -> None:
     if base.realized is not None or base in self.scheduled: return
     if base.op is Ops.EMPTY or base.size == 0:
@@ -109,8 +142,17 @@ class Scheduler:
       self.schedule_base(src)
       self.schedule.append(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer), base))
     else:
+      if base.op is Ops.ASSIGN:
+        # whoever read the old contents and isn't computed yet runs first: `b = a + 1` keeps the `a` it was made from
+        target, value = base.srcs[1].base, self.fused(base.srcs[0])
+        for r in target.pending_readers():
+          if r not in value and not self.depends_on(r, base): self.schedule_base(r)
       builder = KernelBuilder(base, self)
-      ast = builder.ast()
+      try: ast = builder.ast()
+      except _OverlappingAssign:
+        # e.g. a.assign(a.flip(0)): compute the value into fresh memory first, then copy it over the target
+        builder = KernelBuilder(base, self, value=base.srcs[0].clone())
+        ast = builder.ast()
       self.schedule.append(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs]), base))
     self.scheduled[base] = None
 

@@ -91,7 +91,8 @@ class View:
     if prod(self.shape) != prod(new_shape): raise ValueError(f"cannot reshape {self.shape} to {new_shape}")
     if self.contiguous or 0 in self.shape: return View.create(new_shape)
     if self.mask and all(lo >= hi for lo, hi in self.mask):
-      return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape))
+      # nothing is valid: keep saying so with an empty mask, which needs an axis to live on (a 0-d view has none)
+      return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape)) if new_shape else None
     # 1. merge neighbouring axes that are laid out like one axis into blocks [size, innermost stride, mask]
     blocks: list[list] = []
     for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape]):
