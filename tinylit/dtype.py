@@ -16,14 +16,23 @@ __all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 @dataclass(frozen=True, order=True)
 class DType:
-  "A scalar type: its rank in promotion order, size in bytes, C name and struct-module format."
+  """A scalar type: its rank in promotion order, size in bytes, C name and struct-module format. With `count > 1`,
+  a short vector of that scalar (`dtypes.float.vec(4)`), which only kernels use (chapter 6a)."""
   priority: int
   itemsize: int
   name: str
   fmt: str | None
-  def __repr__(self): return f"dtypes.{INVERSE_DTYPES_DICT[self.name]}"
+  count: int = 1
+  def __repr__(self): return f"dtypes.{INVERSE_DTYPES_DICT[self.scalar().name]}" + (f".vec({self.count})" if self.count > 1 else "")
   @property
   def np(self) -> type: return np.dtype(self.fmt).type  # the numpy scalar type
+  def vec(self, sz: int) -> DType:
+    "`sz` of this scalar side by side, as one value."
+    if self.count != 1: raise ValueError(f"{self} is already a vector")
+    return self if sz == 1 else DType(self.priority, self.itemsize * sz, f"{self.name}{sz}", None, sz)
+  def scalar(self) -> DType:
+    "The element type of a vector (a scalar is its own)."
+    return self if self.count == 1 else _SCALAR_OF_PRIORITY[self.priority]
 
 # %% ../nbs/01a_dtype.ipynb #fca9dd83
 class dtypes:
@@ -47,11 +56,11 @@ class dtypes:
   default_int: DType = int32
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x in (dtypes.float16, dtypes.float32, dtypes.float64)
+  def is_float(x: DType) -> bool: return x.scalar() in (dtypes.float16, dtypes.float32, dtypes.float64)
   @staticmethod
-  def is_int(x: DType) -> bool: return x in dtypes.ints
+  def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+  def is_unsigned(x: DType) -> bool: return x.scalar() in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
   @staticmethod
   def from_py(x) -> DType:
     "The dtype a Python value gets: float -> default_float, int -> default_int, bool -> bool."
@@ -86,6 +95,7 @@ DTYPES_DICT = {k: v for k, v in dtypes.__dict__.items() if isinstance(v, DType) 
                and k not in ("half", "float", "double", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong")}
 INVERSE_DTYPES_DICT = {v.name: k for k, v in DTYPES_DICT.items()}
 INVERSE_NP = {np.dtype(v.fmt): k for k, v in DTYPES_DICT.items()}
+_SCALAR_OF_PRIORITY = {v.priority: v for v in DTYPES_DICT.values()}
 
 # %% ../nbs/01a_dtype.ipynb #0d8cffc8
 # The promotion lattice: an edge a -> b means "a converts to b without losing anything you care about".

@@ -4,18 +4,47 @@
 
 # %% ../nbs/06_linearize.ipynb #cb68a42a
 from __future__ import annotations
+import functools, itertools
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
 from .dtype import dtypes
-from .helpers import colored
+from .helpers import colored, prod
 from .ops import Ops
 from .ops import UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .symbolic import symbolic
 from .shapetracker import ShapeTracker
+from .expander import expand
 
 # %% auto #0
-__all__ = ['lowerer', 'cleanup', 'Kernel', 'linearize']
+__all__ = ['AXIS_COLORS', 'IDENTITY', 'lowerer', 'cleanup', 'LOOP_ORDER', 'OptOps', 'KernelOptError', 'Opt', 'Kernel',
+           'linearize']
 
 # %% ../nbs/06_linearize.ipynb #49c80144
+# tinygrad's colours for the kinds of axes, in kernel names (DEBUG=2) and in pictures
+AXIS_COLORS = {"thread": "BLUE", "global": "blue", "local": "cyan", "group": "green", "reduce": "red", "upcast": "yellow",
+               "unroll": "magenta", "vector": "yellow"}
+
+class OptOps(Enum):
+  "The ways an optimization reshapes a kernel's loops (tinygrad's names)."
+  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto(); THREAD = auto(); SWAP = auto()  # noqa: E702
+  def __lt__(self, x: OptOps) -> bool: return self.value < x.value
+
+class KernelOptError(Exception):
+  "An opt that doesn't apply to this kernel (wrong axis, size that doesn't divide, a device that can't do it)."
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  "One optimization: `op` on `axis` by `amt` (0: the whole axis). UNROLL counts axes from the first reduce axis."
+  op: OptOps
+  axis: int | None = None
+  amt: int | None = None
+  def __repr__(self): return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
+
+def _check(cond: bool, opt: Opt, k: Kernel, why: str) -> None:
+  if not cond: raise KernelOptError(f"{opt} on kernel {k.plain_name} (shape {k.full_shape}): {why}")
+
 def _check_int32(st: ShapeTracker) -> None:
   "Loop counters and addresses are C `int`s: refuse a view whose loops or addresses don't fit in 32 bits."
   for v in st.views:
@@ -26,31 +55,57 @@ def _check_int32(st: ShapeTracker) -> None:
                                 f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
 
 class Kernel:
-  "The kernel AST plus what codegen decides about it: the loop shape, which loops reduce, and the opts applied."
+  """The kernel AST plus what codegen decides about it. Its axes are kept in this order, each range a kind:
+  [thread] global... local... | group... reduce... | upcast/unroll...   (| marks first_reduce and first_upcast)."""
   kernel_names: dict[str, list[UOp]] = {}  # plain name -> the ASTs that got it, for the `n1`, `n2` suffixes
-  def __init__(self, ast: UOp):
+
+  def __init__(self, ast: UOp, opts: Any = None):
     if ast.op is not Ops.SINK: raise ValueError(f"a kernel AST is a SINK, got {ast.op}")
-    self.ast = ast
+    self.ast, self.opts = ast, opts   # opts: the device's renderer, for what the device can do (chapter 7)
     self.reduceop = next((u for u in ast.toposort if u.op is Ops.REDUCE_AXIS), None)
     views = [u.arg for u in ast.toposort if u.op is Ops.VIEW]
+    for st in views: _check_int32(st)
     self.sts: dict[ShapeTracker, ShapeTracker] = {st: st for st in views}  # original -> current
     self.output_st = ast.src[0].src[1].arg
-    self.applied_opts: list[str] = []  # no optimizations yet: see "What this linearizer does not do"
-    for st in views: _check_int32(st)
+    self.applied_opts: list[Opt] = []
+    self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = 0
+    # loops over the output's axes first, reduce axes last (their order among themselves unchanged)
+    out, full = self.output_shape, self.full_shape
+    self._permute([i for i in range(len(full)) if out[i] == full[i]] + [i for i in range(len(full)) if out[i] != full[i]])
     self.simplify_shape()
 
+  # ---- shapes
   @property
   def full_shape(self) -> tuple[int, ...]:
     "The loop nest: every view of the kernel has this rank; reduce axes are 1 in the output's view."
     return tuple(max(s) for s in zip(*[st.shape for st in self.sts.values()]))
   @property
   def output_shape(self) -> tuple[int, ...]: return self.sts[self.output_st].shape
-  def axis_kind(self, i: int) -> str: return "reduce" if self.output_shape[i] != self.full_shape[i] else "global"
+  @property
+  def shape_len(self) -> int: return len(self.full_shape)
+  @property
+  def first_upcast(self) -> int: return self.shape_len - self.upcasted
+  @property
+  def first_reduce(self) -> int:
+    "The first axis (before the upcast ones) that the output doesn't have: where the reduce axes start."
+    out, full = self.output_shape, self.full_shape
+    return next((i for i in range(self.first_upcast) if out[i] != full[i]), self.first_upcast)
+  @property
+  def global_dims(self) -> int: return self.first_reduce - self.local_dims
 
-  def _reshape_all(self, new_shape_of) -> bool:
-    "Reshape every view with `new_shape_of(old_shape)`; keep it only if no view needs an extra View."
+  def axis_kinds(self) -> list[str]:
+    "Each axis's kind: thread, global, local, group, reduce, upcast (an output axis) or unroll (a reduce axis)."
+    kinds = ["thread"] * self.thread_dims + ["global"] * (self.global_dims - self.thread_dims) + ["local"] * self.local_dims
+    kinds += ["group"] * self.group_for_reduces + ["reduce"] * (self.first_upcast - self.first_reduce - self.group_for_reduces)
+    return kinds + ["unroll" if self.output_shape[i] != self.full_shape[i] else "upcast" for i in range(self.first_upcast, self.shape_len)]
+
+  def _permute(self, order: list[int]) -> None:
+    self.sts = {k: st.permute(tuple(order)) for k, st in self.sts.items()}
+  def _reshape_all(self, new_shape_of, only_if_free: bool = False) -> bool:
+    """Reshape every view with `new_shape_of(old_shape)`. With `only_if_free`, keep it only if no view needs an extra
+    View for it (a merge that makes the index math harder is no simplification)."""
     new = {k: st.reshape(new_shape_of(st.shape)) for k, st in self.sts.items()}
-    if any(len(new[k].views) != len(st.views) for k, st in self.sts.items()): return False
+    if only_if_free and any(len(new[k].views) != len(st.views) for k, st in self.sts.items()): return False
     self.sts = new
     return True
 
@@ -58,69 +113,204 @@ class Kernel:
     "Drop axes of size 1, then merge neighbouring axes of the same kind wherever every view allows it."
     if self.full_shape and 1 in self.full_shape:
       keep = [i for i, s in enumerate(self.full_shape) if s != 1]
-      self._reshape_all(lambda shape: tuple(shape[i] for i in keep))
+      self._reshape_all(lambda shape: tuple(shape[i] for i in keep), only_if_free=True)
     # right to left, so that merging axes i and i+1 doesn't shift the axes still to be looked at
-    i = len(self.full_shape) - 2
-    while i >= 0:
-      if self.axis_kind(i) == self.axis_kind(i + 1):
-        self._reshape_all(lambda shape, i=i: shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:])
-      i -= 1
+    kinds = self.axis_kinds()
+    for i in range(self.shape_len - 2, -1, -1):
+      if kinds[i] == kinds[i + 1] and kinds[i] in ("global", "reduce"):
+        self._reshape_all(lambda shape, i=i: shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:], only_if_free=True)
 
+  def _drop_ones(self) -> None:
+    "After an opt split off a whole axis, its leftover is size 1: remove it and keep the counters right."
+    ones = [i for i, s in enumerate(self.full_shape) if s == 1]
+    if not ones: return
+    kinds = self.axis_kinds()
+    for i in ones:
+      if kinds[i] == "upcast" or kinds[i] == "unroll": self.upcasted -= 1
+      elif kinds[i] == "local": self.local_dims -= 1
+      elif kinds[i] == "group": self.group_for_reduces -= 1
+      elif kinds[i] == "thread": self.thread_dims -= 1
+    keep = [i for i in range(self.shape_len) if i not in ones]
+    self._reshape_all(lambda shape: tuple(shape[i] for i in keep))
+
+  def shift_to(self, axis: int, amount: int, top: bool = False, insert_before: int | None = None) -> None:
+    """Split `axis` into (amount, rest) if `top` else (rest, amount), and move the `amount` part so that it lands
+    at position `insert_before` (the end if None). Every view is reshaped and permuted alike."""
+    if insert_before is None: insert_before = self.shape_len
+    move = axis if top else axis + 1
+    if move < insert_before: insert_before += 1
+    # a view that has size 1 there (the output, along a reduce axis) gets two axes of size 1
+    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1)) + s[axis + 1:])
+    order = [i for i in range(insert_before) if i != move] + [move] + [i for i in range(insert_before, self.shape_len) if i != move]
+    self._permute(order)
+
+  # ---- opts
+  def real_axis(self, opt: Opt) -> int:
+    if opt.op is OptOps.UNROLL: return self.first_reduce + opt.axis
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP): return self.first_reduce + self.group_for_reduces + opt.axis
+    return opt.axis
+
+  def apply_opt(self, opt: Opt) -> None:
+    "Check that `opt` applies here, then reshape the axes; raises KernelOptError (naming opt and shape) if not."
+    o = self.opts
+    _check(opt.axis is not None and 0 <= opt.axis and (axis := self.real_axis(opt)) < self.shape_len, opt, self, "no such axis")
+    if opt.op is OptOps.SWAP:
+      _check(self.thread_dims <= axis < opt.amt < self.global_dims, opt, self, "swap takes two global axes, axis < amt")
+      order = list(range(self.shape_len))
+      order[axis], order[opt.amt] = order[opt.amt], order[axis]
+      self._permute(order)
+      self.applied_opts.append(opt)
+      return
+    amt = opt.amt if opt.amt else self.full_shape[axis]
+    _check(isinstance(amt, int) and amt > 1, opt, self, "the amount must be an int > 1")
+    _check(self.full_shape[axis] % amt == 0, opt, self, f"{amt} doesn't divide axis {axis} of size {self.full_shape[axis]}")
+    kinds = self.axis_kinds()
+    if opt.op is OptOps.UPCAST:
+      _check(kinds[axis] in ("global", "local"), opt, self, "upcast is for global or local axes")
+      _check(amt <= 16 and prod(self.full_shape[self.first_upcast:]) * amt <= 256, opt, self, "too many upcast lanes")
+      self.shift_to(axis, amt)
+      self.upcasted += 1
+    elif opt.op is OptOps.UNROLL:
+      _check(kinds[axis] == "reduce", opt, self, "unroll is for reduce axes")
+      _check(amt <= 32 and prod(self.full_shape[self.first_upcast:]) * amt <= 256, opt, self, "too many unrolled lanes")
+      self.shift_to(axis, amt)
+      self.upcasted += 1
+    elif opt.op is OptOps.LOCAL:
+      _check(o is not None and o.has_local, opt, self, "the device has no local (workgroup) threads")
+      _check(kinds[axis] == "global", opt, self, "local is for global axes")
+      _check(prod(self.full_shape[self.global_dims:self.first_reduce + self.group_for_reduces]) * amt <= o.local_max,
+             opt, self, f"more than {o.local_max} threads in a workgroup")
+      self.shift_to(axis, amt, insert_before=self.first_reduce)
+      self.local_dims += 1
+    elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+      _check(o is not None and o.has_local and o.has_shared, opt, self, "the device has no shared memory")
+      _check(kinds[axis] == "reduce", opt, self, "group is for reduce axes")
+      _check(self.reduceop is not None and self.reduceop.arg[0] in (Ops.ADD, Ops.MAX, Ops.MUL), opt, self, "nothing to group")
+      threads = prod(self.full_shape[self.global_dims:self.first_reduce + self.group_for_reduces]) * amt
+      _check(threads <= o.local_max, opt, self, f"more than {o.local_max} threads in a workgroup")
+      _check(threads * prod(self.full_shape[self.first_upcast:]) * 8 <= o.shared_max, opt, self, "too much shared memory")
+      self.shift_to(axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces)
+      self.group_for_reduces += 1
+    elif opt.op is OptOps.THREAD:
+      _check(o is not None and o.has_threads, opt, self, "the device runs no threads of its own")
+      _check(self.thread_dims == 0, opt, self, "already threaded")
+      _check(kinds[axis] == "global", opt, self, "thread is for global axes")
+      _check(amt <= o.threads, opt, self, f"more than the device's {o.threads} threads")
+      self.shift_to(axis, amt, top=True, insert_before=0)
+      self.thread_dims = 1
+    self.applied_opts.append(opt)
+    self._drop_ones()
+
+  # ---- names
+  @property
+  def plain_name(self) -> str:
+    return ("r" if self.reduceop is not None else "E") + "".join(f"_{s}" for s in self.full_shape)
   @property
   def name(self) -> str:
-    "tinygrad's naming: E_ (elementwise) or r_ (reduce), then loop sizes coloured by kind."
-    colors = [("blue" if self.axis_kind(i) == "global" else "red") for i in range(len(self.full_shape))]
+    "tinygrad's naming: E_ (elementwise) or r_ (reduce), then the axis sizes coloured by kind."
     name = ("r" if self.reduceop is not None else "E") + "".join(
-      "_" + colored(str(s), c) for s, c in zip(self.full_shape, colors))
-    plain = ("r" if self.reduceop is not None else "E") + "".join(f"_{s}" for s in self.full_shape)
+      "_" + colored(str(s), AXIS_COLORS[kind]) for s, kind in zip(self.full_shape, self.axis_kinds()))
     # the same name for two different kernels gets a suffix, as in tinygrad
-    seen = Kernel.kernel_names.setdefault(plain, [])
+    seen = Kernel.kernel_names.setdefault(self.plain_name, [])
     if self.ast not in seen: seen.append(self.ast)
     n = seen.index(self.ast)
     return name + (colored(f"n{n}", "BLACK") if n else "")
 
   # ---- lowering: views become address arithmetic over loop indices
+  def vector_axis(self) -> int | None:
+    """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
+    along which most buffers are contiguous (stride 1). The other upcast/unroll axes are unrolled into copies."""
+    if self.opts is None or not self.upcasted: return None
+    best = None
+    for i in range(self.first_upcast, self.shape_len):
+      if self.full_shape[i] not in self.opts.vector_widths: continue
+      ones = sum(1 for st in self.sts.values() if _stride(st, i) == 1)
+      if ones and (best is None or ones >= best[0]): best = (ones, i)
+    return None if best is None else best[1]
+
   def ranges(self) -> list[UOp]:
-    "One RANGE (loop counter) per axis of the full shape; UOps are hash-consed, so every call gives the same ones."
-    return [UOp.range(s, i, self.axis_kind(i)) for i, s in enumerate(self.full_shape)]
+    "One RANGE per axis, of its kind; the vector axis is a RANGE of kind 'vector'. Hash-consing: every call, the same."
+    kinds, vec = self.axis_kinds(), self.vector_axis()
+    return [UOp.range(s, i, "vector" if i == vec else kind) for i, (s, kind) in enumerate(zip(self.full_shape, kinds))]
+
   def index(self, st: ShapeTracker) -> tuple[UOp, UOp]:
     "Address and validity of the element each loop iteration touches through view `st`."
     st = self.sts[st]
-    rngs = self.ranges()
     # an axis where this view has size 1 (a reduce axis of the output) always reads position 0
-    idxs = [r if s == fs and s != 1 else UOp.const(dtypes.int32, 0) for r, s, fs in zip(rngs, st.shape, self.full_shape)]
+    idxs = [r if s == fs and s != 1 else UOp.const(dtypes.int32, 0) for r, s, fs in zip(self.ranges(), st.shape, self.full_shape)]
     return st.to_indexed_uops(idxs)
+
+  def lower(self) -> UOp:
+    "The AST with views turned into addresses, the reduce into REDUCEs, and the upcast axes unrolled into copies."
+    lowered = graph_rewrite(self.ast, lowerer, ctx=self)
+    # every upcast axis but the vector axis: one copy of each store per value of the axis
+    copies = [r for r in self.ranges() if r.arg[1] == "upcast"]
+    stores = [st.substitute(dict(zip(copies, [UOp.const(dtypes.int32, v) for v in vals])))
+              for st in lowered.src for vals in itertools.product(*[range(r.src[0].arg) for r in copies])]
+    return graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic + cleanup)
 
   def linearize(self) -> list[UOp]:
     "The kernel as an ordered list of UOps, loops opened and closed: what a renderer turns into source."
-    lowered = graph_rewrite(self.ast, lowerer, ctx=self)
-    return linearize(graph_rewrite(lowered, symbolic + cleanup))
+    return linearize(expand(self.lower(), self.opts), self.opts)
+
+def _stride(st: ShapeTracker, axis: int) -> int | None:
+  "How far one step along `axis` moves in the buffer (None if the view is masked there or has several views)."
+  if len(st.views) != 1 or st.shape[axis] == 1: return 0 if st.shape[axis] == 1 else None
+  v = st.views[0]
+  return None if v.mask is not None and v.mask[axis] != (0, v.shape[axis]) else v.strides[axis]
 
 # %% ../nbs/06_linearize.ipynb #ed3cef3b
-def _lower_load(k: Kernel, buf: UOp, view: UOp, x: UOp) -> UOp:
-  idx, valid = k.index(view.arg)
+def _lower_load(ctx: Kernel, buf: UOp, view: UOp, x: UOp) -> UOp:
+  idx, valid = ctx.index(view.arg)
   return UOp(Ops.LOAD, x.dtype, (UOp(Ops.INDEX, x.dtype, (buf, idx, valid)),))
 
-# %% ../nbs/06_linearize.ipynb #e25d0638
-def _lower_store(k: Kernel, buf: UOp, view: UOp, val: UOp) -> UOp:
-  idx, _ = k.index(view.arg)
-  return UOp(Ops.STORE, None, (UOp(Ops.INDEX, val.dtype, (buf, idx)), val))
+def _lower_store(ctx: Kernel, buf: UOp, view: UOp, val: UOp) -> UOp:
+  idx, _ = ctx.index(view.arg)
+  # after a grouped reduce every thread of a group holds the result: only the first one stores it
+  gate = functools.reduce(lambda a, b: a & b, [r.ne(0).logical_not() for r in ctx.ranges() if r.arg[1] == "group"],
+                          UOp.const(dtypes.bool, True))
+  return UOp(Ops.STORE, None, (UOp(Ops.INDEX, val.dtype, (buf, idx, gate)), val))
 
-# %% ../nbs/06_linearize.ipynb #1cd7c344
-def _lower_const(k: Kernel, view: UOp, x: UOp) -> UOp:
-  _, valid = k.index(view.arg)
+def _lower_const(ctx: Kernel, view: UOp, x: UOp) -> UOp:
+  _, valid = ctx.index(view.arg)
   return valid.where(UOp.const(x.dtype, x.arg), UOp.const(x.dtype, 0))
 
-# %% ../nbs/06_linearize.ipynb #01a43e8b
-def _lower_reduce(k: Kernel, x: UOp, src: UOp) -> UOp:
-  "acc = identity; for each reduce index: acc = acc (op) src. The ASSIGN is the reduce's result."
-  op = x.arg[0]
-  identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(x.dtype)}[op]
-  reduce_ranges = [r for r in k.ranges() if r.arg[1] == "reduce"]
-  acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity), *reduce_ranges), 0)
-  return UOp(Ops.ASSIGN, x.dtype, (acc, UOp(op, x.dtype, (acc, src))))
+IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: lambda dt: dtypes.min(dt)}
 
-# %% ../nbs/06_linearize.ipynb #2a80734e
+def _lower_reduce(ctx: Kernel, x: UOp, src: UOp) -> UOp:
+  """A reduce over the loop ranges (REDUCE; chapter 6a turns it into an accumulator). An unrolled reduce axis
+  gives one REDUCE per value, each its own accumulator, combined after the loop: partial sums."""
+  op, rngs = x.arg[0], ctx.ranges()
+  loops = [r for r in rngs if r.arg[1] == "reduce"]
+  unrolled = [r for r in rngs if r.arg[1] == "unroll"]
+  parts = [UOp(Ops.REDUCE, x.dtype, (src.substitute(dict(zip(unrolled, [UOp.const(dtypes.int32, v) for v in vals]))), *loops), op)
+           for vals in itertools.product(*[range(r.src[0].arg) for r in unrolled])]
+  ret = functools.reduce(lambda a, b: UOp(op, x.dtype, (a, b)), parts)
+  # the vector axis, if it is a reduce axis, is summed across its lanes once the loop is done
+  if (vec := ctx.vector_axis()) is not None and rngs[vec] not in loops and ctx.output_shape[vec] != ctx.full_shape[vec]:
+    ret = UOp(Ops.REDUCE, x.dtype, (ret, rngs[vec]), op)
+  groups = [r for r in rngs if r.arg[1] == "group"]
+  return _group_reduce(ctx, ret, op, groups) if groups else ret
+
+def _group_reduce(ctx: Kernel, part: UOp, op: Ops, groups: list[UOp]) -> UOp:
+  """Second stage of a grouped reduce: each thread's partial result goes to memory shared by its workgroup; after a
+  barrier, every thread reduces the group's partials, looping over the group axes."""
+  rngs = ctx.ranges()
+  # position of this thread's partial in shared memory: (local and group ids, then upcast copies and vector lanes)
+  inside = [r for r in rngs if r.arg[1] in ("local", "group")] + [r for r in rngs if r.arg[1] in ("upcast", "vector")
+                                                                       and ctx.output_shape[r.arg[0]] == ctx.full_shape[r.arg[0]]]
+  def linear(idxs: list[UOp]) -> UOp:
+    ret = UOp.const(dtypes.int32, 0)
+    for r, i in zip(inside, idxs): ret = ret * r.src[0].arg + i
+    return ret
+  size = prod(r.src[0].arg for r in inside)
+  temp = UOp(Ops.DEFINE_LOCAL, part.dtype, (), ("temp0", size))
+  barrier = UOp(Ops.BARRIER, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, part.dtype, (temp, linear(inside))), part)),))
+  again = [UOp.range(r.src[0].arg, 100 + r.arg[0], "reduce") for r in groups]   # fresh loops over the group axes
+  load = UOp(Ops.LOAD, part.dtype, (UOp(Ops.INDEX, part.dtype, (temp, linear([again[groups.index(r)] if r in groups else r
+                                                                                for r in inside]))), barrier))
+  return UOp(Ops.REDUCE, part.dtype, (load, *again), op)
+
 lowerer = PatternMatcher([
   (UPat(Ops.LOAD, src=(UPat.var("buf"), UPat(Ops.VIEW, name="view")), name="x"), _lower_load),
   (UPat(Ops.STORE, src=(UPat.var("buf"), UPat(Ops.VIEW, name="view"), UPat.var("val"))), _lower_store),
@@ -134,44 +324,70 @@ lowerer = PatternMatcher([
 ])
 
 cleanup = PatternMatcher([
-  # a load that is always valid needs no gate
+  # a load or store that is always valid needs no gate
   (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
    lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
 ])
 
 # %% ../nbs/06_linearize.ipynb #410e6f2f
-def linearize(sink: UOp) -> list[UOp]:
-  """Loops nest in one chain: global ranges outermost, then reduce ranges. Each UOp goes at the depth of
-  the innermost loop it depends on (so loop-invariant work is hoisted out), and after the loop whose
-  accumulated result it reads."""
+LOOP_ORDER = {"thread": 0, "global": 1, "local": 2, "group": 3, "reduce": 4}
+
+def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
+  """Order the UOps and open/close loops around them. Each UOp goes in the innermost loop it depends on (so
+  loop-invariant work is hoisted out), and after every loop whose accumulated result it reads. On a device with
+  workgroups (`has_local`) global, local and group ranges are thread indices, not loops; CPU threads likewise."""
+  index_kinds = {"thread"} | ({"global", "local", "group"} if opts is not None and opts.has_local else set())
   topo = sink.toposort
-  ranges = sorted([u for u in topo if u.op is Ops.RANGE], key=lambda r: (r.arg[1] == "reduce", r.arg[0]))
-  rank = {r: i for i, r in enumerate(ranges)}
-  depth: dict[UOp, int] = {}   # where the UOp itself goes
-  scope: dict[UOp, int] = {}   # the depth its *value* is available at
-  for u in topo:
-    if u.op is Ops.RANGE: depth[u] = scope[u] = rank[u]
-    elif u.op is Ops.DEFINE_ACC:
-      # declared outside the loops it accumulates over, but whatever reads it runs in the innermost one,
-      # even when the value added doesn't depend on the loop (summing a constant)
-      depth[u], scope[u] = min(rank[r] for r in u.src[1:]) - 1, max(rank[r] for r in u.src[1:])
-    else:
-      depth[u] = max((scope[s] for s in u.src), default=-1)
-      # an accumulator's final value is ready once its loops close
-      scope[u] = min(rank[r] for r in u.src[0].src[1:]) - 1 if u.op is Ops.ASSIGN else depth[u]
+  def is_loop(u: UOp) -> bool: return u.op is Ops.RANGE and u.arg[1] not in index_kinds
+  rank = {r: i for i, r in enumerate(sorted([u for u in topo if is_loop(u)], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
+  # inside[u]: the loops u runs in. value[u]: the loops its value changes with; an accumulator's value leaves its
+  # reduce loops (readers see the sum once they close), and it is declared, and reset, just outside them
+  acc_outer: dict[UOp, frozenset] = {}
+  for _ in range(2):  # the second pass knows where each accumulator lives
+    inside: dict[UOp, frozenset] = {}
+    value: dict[UOp, frozenset] = {}
+    for u in topo:
+      if u.op is Ops.DEFINE_ACC:
+        # declared outside its loops; whatever reads it (the update) runs inside them, even adding a constant
+        inside[u] = acc_outer.get(u, frozenset())
+        value[u] = inside[u] | {r for r in u.src[1:] if is_loop(r)}
+      elif u.op is Ops.RANGE: inside[u] = value[u] = value[u.src[0]] | ({u} if is_loop(u) else frozenset())
+      else:
+        inside[u] = frozenset().union(*[value[s] for s in u.src])
+        value[u] = inside[u.src[0]] if u.op is Ops.ASSIGN else inside[u]
+        if u.op is Ops.ASSIGN: acc_outer[u.src[0]] = inside[u] - set(u.src[0].src[1:])
+  # a loop nests inside the outer loops (lower rank) of every UOp that runs in it: two loops that no UOp shares
+  # (the two stages of a grouped reduce) are siblings
+  parent: dict[UOp, UOp | None] = {}
+  for r in rank:
+    outer = {q for u in topo if r in inside[u] for q in inside[u] if rank[q] < rank[r]}
+    parent[r] = max(outer, key=rank.__getitem__, default=None)
+  where = {u: (max(inside[u], key=rank.__getitem__) if inside[u] else None) for u in topo}  # the innermost loop
+  pos = {u: i for i, u in enumerate(topo)}
   out: list[UOp] = []
-  def emit(level: int, items: list[UOp]) -> None:
-    here = [u for u in items if depth[u] == level]
-    deeper = [u for u in items if depth[u] > level]
-    after: set[UOp] = set()
-    for u in here:  # what reads a deeper loop's result must wait until that loop closes
-      reads = u.src[:1] if u.op is Ops.DEFINE_ACC else u.src  # an accumulator names its loops but doesn't read them
-      if any(depth[s] > level or s in after for s in reads): after.add(u)
-    out.extend(u for u in here if u not in after and u.op is not Ops.SINK)
-    if deeper:
-      rng = ranges[level + 1]
-      emit(level + 1, deeper)
-      out.append(UOp(Ops.ENDRANGE, None, (rng,)))
-    out.extend(u for u in here if u in after and u.op is not Ops.SINK)
-  emit(-1, topo)
+  def emit(loop: UOp | None, items: list[UOp]) -> None:
+    "Emit `items`, all inside `loop`: the UOps of this level, and each child loop as one unit, in dependency order."
+    unit_of: dict[UOp, UOp] = {}
+    for u in items:
+      c = where[u]
+      if c is not loop:
+        while parent[c] is not loop: c = parent[c]
+      unit_of[u] = u if c is loop else c
+    members: dict[UOp, list[UOp]] = {}
+    for u in items: members.setdefault(unit_of[u], []).append(u)
+    # an accumulator's loops are not what it reads: it comes before them
+    deps = {unit: {unit_of[s] for u in ms for s in (u.src[:1] if u.op is Ops.DEFINE_ACC else u.src) if s in unit_of} - {unit}
+            for unit, ms in members.items()}
+    done: set[UOp] = set()
+    pending = sorted(members, key=lambda unit: min(pos[u] for u in members[unit]))
+    while pending:
+      unit = next(x for x in pending if deps[x] <= done)  # toposort: some unit is always ready
+      pending.remove(unit)
+      done.add(unit)
+      if unit in rank and where[unit] is not loop:  # a child loop: open it, emit what is inside, close it
+        out.append(unit)
+        emit(unit, [u for u in members[unit] if u is not unit])
+        out.append(UOp(Ops.ENDRANGE, None, (unit,)))
+      elif unit.op is not Ops.SINK: out.append(unit)
+  emit(None, topo)
   return out

@@ -21,8 +21,10 @@ class Ops(Enum):
   # kernel inputs and views
   DEFINE_GLOBAL = auto(); DEFINE_VAR = auto(); DEFINE_ACC = auto(); VIEW = auto(); VALID = auto()
   CONST = auto(); LOAD = auto(); STORE = auto(); INDEX = auto()
-  # loops
-  RANGE = auto(); ENDRANGE = auto()
+  # loops, and what kernels optimized for a GPU need: memory shared by a block of threads, and a wait for all of them
+  RANGE = auto(); ENDRANGE = auto(); DEFINE_LOCAL = auto(); BARRIER = auto()
+  # short vectors (chapter 6a): build one from scalars, pick elements out of one
+  VECTORIZE = auto(); GEP = auto()
   # unary
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); CAST = auto()
   # binary
@@ -30,8 +32,8 @@ class Ops(Enum):
   AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
   # ternary
   WHERE = auto()
-  # reduce
-  REDUCE_AXIS = auto()
+  # reduce: over tensor axes (kernel AST), and over loop ranges (inside a kernel, chapter 6)
+  REDUCE_AXIS = auto(); REDUCE = auto()
   def __repr__(self): return f"Ops.{self.name}"
 
 # %% ../nbs/03_uop.ipynb #7a0ed709
@@ -73,6 +75,7 @@ python_alu = {
 def exec_alu(op: Ops, dtype: DType, operands: list):
   """Compute `op` on numpy arrays or Python scalars with C semantics for `dtype` (wrap-around ints,
   float32 rounding). Used by constant folding and by the PYTHON device, so both agree with compiled C."""
+  dtype = dtype.scalar()  # a vector computes lane by lane: its operands are arrays of lanes
   with np.errstate(all="ignore"):
     if op is Ops.CAST: return _to_np(operands[0], dtype)
     # comparisons keep their operands' own types; everything else computes in `dtype`
@@ -85,7 +88,7 @@ def exec_alu(op: Ops, dtype: DType, operands: list):
 # %% ../nbs/03_uop.ipynb #1141e032
 def _to_np(x, dtype: DType) -> np.ndarray:
   "A numpy array of `dtype` holding `x`, ints wrapped like C."
-  arr = np.asarray(x)
+  arr, dtype = np.asarray(x), dtype.scalar()
   if arr.dtype == dtype.np: return arr
   if dtypes.is_int(dtype) and arr.dtype.kind == "f":
     arr = np.nan_to_num(np.trunc(arr), nan=0, posinf=0, neginf=0)
@@ -99,7 +102,7 @@ class UOpMetaClass(type):
   ucache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
   def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None):
     # -0.0 == 0.0 and nan != nan in Python, but they are different constants to a kernel
-    key = (op, dtype, src, (type(arg), repr(arg)) if isinstance(arg, float) else arg)
+    key = (op, dtype, src, (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg)
     if (ret := UOpMetaClass.ucache.get(key)) is not None: return ret
     UOpMetaClass.ucache[key] = ret = super().__call__(op, dtype, src, arg)
     return ret
@@ -133,7 +136,11 @@ class UOp(metaclass=UOpMetaClass):
 
   # ---- constructors
   @staticmethod
-  def const(dtype: DType, b) -> UOp: return UOp(Ops.CONST, dtype, arg=dtypes.as_const(b, dtype))
+  def const(dtype: DType, b) -> UOp:
+    "A constant; a vector dtype takes one value per lane (or one value for every lane)."
+    if dtype.count == 1: return UOp(Ops.CONST, dtype, arg=dtypes.as_const(b, dtype))
+    lanes = tuple(b) if isinstance(b, (tuple, list, np.ndarray)) else (b,) * dtype.count
+    return UOp(Ops.CONST, dtype, arg=tuple(dtypes.as_const(v, dtype.scalar()) for v in lanes))
   def const_like(self, b) -> UOp: return UOp.const(self.dtype, b)
   @staticmethod
   def range(end: int | UOp, axis: int, kind: str = "global") -> UOp:
@@ -175,12 +182,12 @@ class UOp(metaclass=UOpMetaClass):
   def _min_max(self) -> tuple:
     "Smallest and largest value this node can take, derived from its sources."
     lo, hi = self._bounds()
-    if self.dtype is not None and (lo < dtypes.min(self.dtype) or hi > dtypes.max(self.dtype)):
-      return dtypes.min(self.dtype), dtypes.max(self.dtype)  # it may wrap around: we know nothing
+    if self.dtype is not None and (lo < dtypes.min(self.dtype.scalar()) or hi > dtypes.max(self.dtype.scalar())):
+      return dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())  # it may wrap around: we know nothing
     return lo, hi
   def _bounds(self) -> tuple:
     s = [x._min_max for x in self.src]
-    if self.op is Ops.CONST: return self.arg, self.arg
+    if self.op is Ops.CONST: return (min(self.arg), max(self.arg)) if isinstance(self.arg, tuple) else (self.arg, self.arg)
     if self.op is Ops.RANGE: return 0, s[0][1] - 1
     if self.op is Ops.DEFINE_VAR: return self.arg[1], self.arg[2]
     if self.dtype is not None and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
@@ -202,7 +209,7 @@ class UOp(metaclass=UOpMetaClass):
       if self.op is Ops.AND and self.dtype == dtypes.bool: return s[0][0] and s[1][0], s[0][1] and s[1][1]
       if self.op is Ops.OR and self.dtype == dtypes.bool: return s[0][0] or s[1][0], s[0][1] or s[1][1]
       if self.op is Ops.WHERE: return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
-    return dtypes.min(self.dtype), dtypes.max(self.dtype)
+    return dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())
   @property
   def vmin(self): return self._min_max[0]
   @property

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_pattern.ipynb #29b04480
 from __future__ import annotations
-import itertools
+import inspect, itertools
 from typing import Any, Callable
 from .dtype import DType
 from .ops import Ops
@@ -67,9 +67,11 @@ class UPat:
 
 # %% ../nbs/05_pattern.ipynb #adb9d514
 class PatternMatcher:
-  "An ordered list of (pattern, function) rules; the first rule whose function returns a UOp wins."
+  """An ordered list of (pattern, function) rules; the first rule whose function returns a UOp wins. A function
+  whose first parameter is named `ctx` also gets the rewrite's context, so rule sets with and without one combine."""
   def __init__(self, patterns: list[tuple[UPat, Callable]]):
     self.patterns = patterns
+    self.takes_ctx = {fxn: "ctx" in inspect.signature(fxn).parameters for _, fxn in patterns}
     self.by_op: dict[Ops, list[tuple[UPat, Callable]]] = {}
     self.any_op: list[tuple[UPat, Callable]] = []
     for pat, fxn in patterns:
@@ -83,7 +85,7 @@ class PatternMatcher:
     "Apply the first matching rule to `uop` itself (not its sources); None if nothing fires."
     for pat, fxn in self.by_op.get(uop.op, self.any_op):
       for store in pat.match(uop, {}):
-        ret = fxn(ctx, **store) if ctx is not None else fxn(**store)
+        ret = fxn(ctx, **store) if self.takes_ctx[fxn] else fxn(**store)
         if ret is not None and ret is not uop: return ret
     return None
 

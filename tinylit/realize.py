@@ -6,11 +6,12 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
-from .helpers import DEBUG, colored, ansilen
+from .helpers import DEBUG, NOOPT, colored, ansilen
 from .ops import Ops
 from .ops import UOp
 from .device import Buffer, Device, GlobalCounters
-from .kernel import Kernel
+from .kernel import Kernel, Opt
+from .heuristic import hand_coded_optimizations
 from .renderer import ProgramSpec
 from .schedule import ScheduleItem, mark_realized
 
@@ -27,15 +28,18 @@ class Runner:
   def __call__(self, bufs: list[Buffer]) -> float: raise NotImplementedError
 
 # %% ../nbs/08b_realize.ipynb #615e25ec
-def get_program(ast: UOp, renderer) -> ProgramSpec:
-  "Codegen for one kernel AST: simplify shapes, lower, linearize, render."
-  k = Kernel(ast)
+def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+  "Codegen for one kernel AST: simplify shapes, apply opts (these, or chosen for the device), lower, linearize, render."
+  k = Kernel(ast, renderer)
   if DEBUG >= 5: print(ast)
+  if opts is not None:
+    for opt in opts: k.apply_opt(opt)
+  elif not NOOPT: hand_coded_optimizations(k)
   uops = k.linearize()
   if DEBUG >= 3: print(f"{k.name}: full shape {k.full_shape}, opts applied: {k.applied_opts}")
   if DEBUG >= 6:
     for i, u in enumerate(uops): print(f"{i:4d} {str(u.op):20s} {str(u.dtype):20s} {[uops.index(s) for s in u.src]} {u.arg!r}")
-  return ProgramSpec.from_uops(k.name, uops, renderer)
+  return ProgramSpec.from_uops(k.name, uops, renderer, k.applied_opts)
 
 # %% ../nbs/08b_realize.ipynb #01db107e
 class CompiledRunner(Runner):
@@ -49,7 +53,7 @@ class CompiledRunner(Runner):
     self.prg = dev.runtime(p.function_name, self.lib)
   def __call__(self, bufs: list[Buffer]) -> float:
     st = time.perf_counter()
-    self.prg(*[b._buf for b in bufs], global_size=self.p.global_size)
+    self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size)
     Device[self.device].synchronize()
     return time.perf_counter() - st
 

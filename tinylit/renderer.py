@@ -4,25 +4,33 @@
 
 # %% ../nbs/07_render.ipynb #419d0cae
 from __future__ import annotations
-import ast, math
+import ast, math, os
 from collections import Counter
 from dataclasses import dataclass, field
 from .dtype import DType, DTYPES_DICT, dtypes
 from .pattern import UPat, PatternMatcher
-from .helpers import to_function_name
-from .ops import Ops, GroupOp
-from .ops import UOp
+from .helpers import to_function_name, getenv
+from .ops import Ops, GroupOp, UOp
 
 # %% auto #0
-__all__ = ['string_rewrite', 'Renderer', 'count_ops', 'ProgramSpec', 'CStyleLanguage', 'ClangRenderer', 'OpenCLRenderer',
-           'CUDARenderer', 'MetalRenderer', 'PythonRenderer', 'parse_python_program']
+__all__ = ['string_rewrite', 'Renderer', 'is_loop', 'count_ops', 'launch_dims', 'ProgramSpec', 'CStyleLanguage', 'ClangRenderer',
+           'OpenCLRenderer', 'CUDARenderer', 'MetalRenderer', 'PythonRenderer', 'parse_python_program']
 
 # %% ../nbs/07_render.ipynb #ada507ed
 class Renderer:
-  "What a device's code generator needs to know, and `render(name, uops) -> source`."
+  "What a device's code generator needs to know (what `Kernel.apply_opt` may do), and `render(name, uops) -> source`."
   device: str = ""
-  has_threads: bool = False       # True on GPUs: global loops become thread indices
+  has_local: bool = False      # GPU-style workgroups: global axes are workgroup ids, local axes thread ids inside one
+  has_shared: bool = False     # memory shared by a workgroup, for GROUP reduces
+  has_threads: bool = False    # a pool of CPU threads runs the THREAD axis (chapter 8a)
+  threads: int = 1             # how many
+  local_max: int = 1024        # threads in a workgroup, at most
+  shared_max: int = 32768      # bytes of shared memory, at most
   max_global_dims: int | None = None
+  vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
+  def supports_vector(self, u: UOp) -> bool:
+    "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
+    return False
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
 
 # %% ../nbs/07_render.ipynb #3c0b5b27
@@ -31,14 +39,20 @@ def _is_data(u: UOp, memo: dict[UOp, bool]) -> bool:
   if u not in memo: memo[u] = u.op in (Ops.LOAD, Ops.DEFINE_ACC) or any(_is_data(s, memo) for s in u.src)
   return memo[u]
 
+def is_loop(u: UOp, renderer: Renderer) -> bool:
+  "Is this RANGE a loop in the code (rather than the index of a thread)?"
+  return u.arg[1] != "thread" and not (renderer.has_local and u.arg[1] in ("global", "local", "group"))
+
 # %% ../nbs/07_render.ipynb #87ea0d8d
-def count_ops(uops: list[UOp]) -> int:
-  "Arithmetic on data (not addresses) a kernel does, each op counted once per loop iteration it runs in."
-  mults, total, memo = [1], 0, {}
+def count_ops(uops: list[UOp], renderer: Renderer) -> int:
+  """Arithmetic on data (not addresses) a kernel does: each op counted once per lane of its vector, once per loop
+  iteration it runs in, and once per thread that runs it."""
+  threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.RANGE and not is_loop(u, renderer))
+  mults, total, memo = [threads], 0, {}
   for u in uops:
-    if u.op is Ops.RANGE: mults.append(mults[-1] * u.src[0].arg)
+    if u.op is Ops.RANGE and is_loop(u, renderer): mults.append(mults[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: mults.pop()
-    elif u.op in GroupOp.ALU and _is_data(u, memo): total += mults[-1]
+    elif u.op in GroupOp.ALU and _is_data(u, memo): total += mults[-1] * u.dtype.count
   return total
 
 # %% ../nbs/07_render.ipynb #9826ea25
@@ -54,6 +68,17 @@ def _thread_dims(sizes: list[int], max_dims: int) -> tuple[list[tuple[int, int, 
   for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
   return dims, tuple(grid)
 
+def launch_dims(uops: list[UOp], renderer: Renderer) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+  """The launch: (global_size, local_size). On a GPU-style device the global axes are the grid of workgroups and the
+  local and group axes the threads in one; on the CPU, the thread axis is how many threads run the kernel."""
+  rngs = sorted([u for u in uops if u.op is Ops.RANGE], key=lambda r: r.arg[0])
+  if renderer.has_local:
+    glob = [r.src[0].arg for r in rngs if r.arg[1] == "global"]
+    loc = [r.src[0].arg for r in rngs if r.arg[1] in ("local", "group")]
+    return _thread_dims(glob, renderer.max_global_dims or 3)[1], (_thread_dims(loc, 3)[1] if loc else None)
+  threads = [r.src[0].arg for r in rngs if r.arg[1] == "thread"]
+  return ((threads[0], 1, 1) if threads else None), None
+
 # %% ../nbs/07_render.ipynb #38a4e0bb
 @dataclass
 class ProgramSpec:
@@ -64,24 +89,24 @@ class ProgramSpec:
   device: str
   uops: list[UOp] = field(repr=False)
   global_size: tuple[int, ...] | None = None
+  local_size: tuple[int, ...] | None = None
   op_estimate: int = 0
   globals: list[int] = field(default_factory=list)
+  applied_opts: list = field(default_factory=list)
   @property
   def function_name(self) -> str: return to_function_name(self.name)
   @staticmethod
-  def from_uops(name: str, uops: list[UOp], renderer: Renderer) -> ProgramSpec:
-    gsize = None
-    if renderer.has_threads:
-      # the innermost global loop becomes thread dimension 0, as in tinygrad
-      glob = [u.src[0].arg for u in uops if u.op is Ops.RANGE and u.arg[1] == "global"]
-      gsize = _thread_dims(glob, renderer.max_global_dims or 3)[1]
+  def from_uops(name: str, uops: list[UOp], renderer: Renderer, applied_opts: list | None = None) -> ProgramSpec:
+    gsize, lsize = launch_dims(uops, renderer)
     # simplification can remove every load of an input: such a buffer is not a parameter at all
     bufs = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
-    return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, count_ops(uops), bufs)
+    return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, lsize,
+                       count_ops(uops, renderer), bufs, list(applied_opts or []))
 
 # %% ../nbs/07_render.ipynb #b4502f91
 def _render_const(ctx: CStyleLanguage, x: UOp) -> str:
   v, dt = x.arg, x.dtype
+  if dt.count > 1: return ctx.render_vector(dt, [_render_const(ctx, UOp.const(dt.scalar(), a)) for a in v])
   if dtypes.is_float(dt):
     if math.isnan(v): s = "NAN"
     elif math.isinf(v): s = ("-" if v < 0 else "") + "INFINITY"
@@ -114,26 +139,38 @@ def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
   return f"(({ctx.render_dtype(x.dtype)})({out}))" if x.dtype in _NARROW + tuple(_UNSIGNED_OF) else out
 
 # %% ../nbs/07_render.ipynb #68326619
-def _render_index(ctx: CStyleLanguage, x: UOp) -> str: return f"{ctx.r[x.src[0]]}[{ctx.r[x.src[1]]}]"
+def _render_index(ctx: CStyleLanguage, x: UOp) -> str:
+  if x.dtype.count > 1: return ctx.render_vector_address(x)
+  return f"{ctx.r[x.src[0]]}[{ctx.r[x.src[1]]}]"
 
 # %% ../nbs/07_render.ipynb #f704db23
 def _render_load(ctx: CStyleLanguage, x: UOp, idx: UOp) -> str:
+  val = ctx.render_vector_load(idx) if idx.dtype.count > 1 else ctx.r[idx]
   if len(idx.src) == 3:  # gated: read only where the view is valid, else 0
-    return f"({ctx.r[idx.src[2]]}?{ctx.r[idx]}:{_render_const(ctx, UOp.const(x.dtype, 0))})"
-  return ctx.r[idx]
+    return f"({ctx.r[idx.src[2]]}?{val}:{_render_const(ctx, UOp.const(x.dtype, 0))})"
+  return val
+
+def _render_store(ctx: CStyleLanguage, idx: UOp, val: UOp) -> str:
+  store = ctx.render_vector_store(idx, ctx.r[val]) if idx.dtype.count > 1 else f"{ctx.r[idx]} = {ctx.r[val]};"
+  # a gated store (after a grouped reduce, one thread of the group stores)
+  return f"if ({ctx.r[idx.src[2]]}) {{ {store} }}" if len(idx.src) == 3 else store
 
 # %% ../nbs/07_render.ipynb #9d9f6b92
 # each rule returns the C text for one UOp; `ctx` is the renderer, whose `r` maps UOps to their names
 string_rewrite = PatternMatcher([
   (UPat(Ops.CONST, name="x"), _render_const),
   (UPat(Ops.RANGE, name="x"), lambda ctx, x: ctx.render_range(x)),
-  (UPat(Ops.ENDRANGE, name="x"), lambda ctx, x: "" if ctx.is_thread(x.src[0]) else "}"),
+  (UPat(Ops.ENDRANGE), lambda ctx: "}"),
   (UPat(Ops.INDEX, name="x"), _render_index),
-  (UPat(Ops.LOAD, src=(UPat.var("idx"),), name="x"), _render_load),
-  (UPat(Ops.STORE, src=(UPat.var("idx"), UPat.var("val"))), lambda ctx, idx, val: f"{ctx.r[idx]} = {ctx.r[val]};"),
+  (UPat(Ops.LOAD, src=(UPat.var("idx"),), allow_any_len=True, name="x"), _render_load),
+  (UPat(Ops.STORE, src=(UPat.var("idx"), UPat.var("val"))), _render_store),
   (UPat(Ops.DEFINE_ACC, name="x"), lambda ctx, x: f"{ctx.render_dtype(x.dtype)} {ctx.r[x]} = {ctx.r[x.src[0]]};"),
+  (UPat(Ops.DEFINE_LOCAL, name="x"), lambda ctx, x: f"{ctx.smem_prefix}{ctx.render_dtype(x.dtype)} {ctx.r[x]}[{x.arg[1]}];"),
+  (UPat(Ops.BARRIER), lambda ctx: ctx.barrier),
   (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: f"{ctx.r[x.src[0]]} = {ctx.r[x.src[1]]};"),
   (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.render_cast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
+  (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.render_vector(x.dtype, [ctx.r[s] for s in x.src])),
+  (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.render_gep(ctx.r[x.src[0]], x.arg)),
   (UPat(tuple(GroupOp.ALU), name="x"), _render_alu),
 ])
 
@@ -143,6 +180,8 @@ class CStyleLanguage(Renderer):
   kernel_prefix = ""
   buffer_prefix = ""
   arg_suffix = ""  # e.g. "restrict"
+  smem_prefix = ""
+  barrier = ""
   type_map: dict[DType, str] = {}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
   def __init__(self):
@@ -160,7 +199,9 @@ class CStyleLanguage(Renderer):
       **{op: lambda x, dtype, src_dtype, fn=fn: self.render_math(fn, x, dtype) for op, fn in self.math_funcs.items()}}
 
   # ---- pieces subclasses override
-  def render_dtype(self, dt: DType) -> str: return self.type_map.get(dt, dt.name)
+  def render_dtype(self, dt: DType) -> str:
+    if dt.count > 1: return self.type_map.get(dt.scalar(), dt.scalar().name).replace(" ", "_") + str(dt.count)
+    return self.type_map.get(dt, dt.name)
   def float_literal(self, v: float, dt: DType) -> str:
     return f"{v!r}f" if dt == dtypes.float32 else (repr(v) if dt == dtypes.float64 else f"(({self.render_dtype(dt)}){v!r}f)")
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
@@ -184,18 +225,29 @@ class CStyleLanguage(Renderer):
     if dt == dtypes.float64: return f"{fn}({x})"
     if dt == dtypes.float16: return f"(({self.render_dtype(dt)}){fn}f((float)({x})))"
     return f"{fn}f({x})"
-  def is_thread(self, rng: UOp) -> bool: return self.has_threads and rng.arg[1] == "global"
+  # vectors (chapter 6a): a literal, a lane, and loads and stores of consecutive elements
+  def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"(({self.render_dtype(dt)}){{{','.join(lanes)}}})"
+  def render_gep(self, x: str, i: int) -> str: return f"{x}[{i}]"
+  def render_vector_address(self, x: UOp) -> str: return f"(({self.buffer_prefix}{self.render_dtype(x.dtype)}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
+  def render_vector_load(self, idx: UOp) -> str: return f"(*{self.r[idx]})"
+  def render_vector_store(self, idx: UOp, val: str) -> str: return f"*{self.r[idx]} = {val};"
+  # ranges: a for loop, or the index of a thread
+  RANGE_PREFIX = {"global": "idx", "reduce": "ridx", "thread": "tidx", "local": "lidx", "group": "lidx"}
   def render_range(self, x: UOp) -> str:
     name = self.r[x]
-    if self.is_thread(x):
-      dim, divisor, modulus = self.thread_dims[x]
-      idx = self.thread_index(dim)
-      if divisor != 1: idx = f"({idx}/{divisor})"
-      if modulus is not None: idx = f"({idx}%{modulus})"
-      return f"int {name} = {idx}; /* {x.src[0].arg} */"
+    if not is_loop(x, self): return f"int {name} = {self.range_index(x)}; /* {x.src[0].arg} */"
     return f"for (int {name} = 0; {name} < {self.r[x.src[0]]}; {name}++) {{"
-  def thread_index(self, dim: int) -> str: raise NotImplementedError
-  def render_kernel(self, name: str, body: list[str], bufs: list[tuple[str, DType, bool]]) -> str:
+  def range_index(self, x: UOp) -> str:
+    "The thread index a range that isn't a loop takes (grid dimensions as in _thread_dims)."
+    if x.arg[1] == "thread": return self.thread_index("thread", 0)
+    dims = self.global_dims if x.arg[1] == "global" else self.local_dims
+    dim, divisor, modulus = dims[x]
+    idx = self.thread_index(x.arg[1], dim)
+    if divisor != 1: idx = f"({idx}/{divisor})"
+    if modulus is not None: idx = f"({idx}%{modulus})"
+    return idx
+  def thread_index(self, kind: str, dim: int) -> str: raise NotImplementedError
+  def render_kernel(self, name: str, body: list[str], bufs: list[tuple[str, DType, bool]], uops: list[UOp]) -> str:
     args = ", ".join(f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}* {self.arg_suffix} {n}".replace("  ", " ")
                      for n, dt, written in bufs)
     return "\n".join([f"{self.kernel_prefix}void {name}({args}) {{", *body, "}"])
@@ -205,15 +257,19 @@ class CStyleLanguage(Renderer):
   def render(self, name: str, uops: list[UOp]) -> str:
     self.r: dict[UOp, str] = {}
     self.data_memo: dict[UOp, bool] = {}  # for _is_data: which values are data rather than index arithmetic
-    uses = Counter(s for u in uops for s in u.src)
+    # an op whose C text repeats an operand (max, a guarded division) gets named operands, not inlined ones: a chain
+    # of inlined maxes would repeat text exponentially
+    uses = Counter(s for u in uops for s in u.src for _ in range(2 if u.op in (Ops.MAX, Ops.IDIV, Ops.MOD) else 1))
     block, blocks = 0, {}
     for u in uops:  # a loop boundary starts a new block: values are only inlined within one block
-      if u.op in (Ops.RANGE, Ops.ENDRANGE): block += 1
+      if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): block += 1
       blocks[u] = block
     consumer_block = {s: blocks[u] for u in uops for s in u.src}
-    globl = sorted([u for u in uops if u.op is Ops.RANGE and u.arg[1] == "global"], key=lambda r: r.arg[0])
-    # each global loop's grid dimension (and divisor/modulus where loops share one): see _thread_dims
-    self.thread_dims = dict(zip(globl, _thread_dims([r.src[0].arg for r in globl], self.max_global_dims or len(globl))[0]))
+    # each global (and local) range's grid dimension, and divisor/modulus where several share one: see _thread_dims
+    rngs = sorted([u for u in uops if u.op is Ops.RANGE], key=lambda r: r.arg[0])
+    glob, loc = [r for r in rngs if r.arg[1] == "global"], [r for r in rngs if r.arg[1] in ("local", "group")]
+    self.global_dims = dict(zip(glob, _thread_dims([r.src[0].arg for r in glob], self.max_global_dims or 3)[0]))
+    self.local_dims = dict(zip(loc, _thread_dims([r.src[0].arg for r in loc], 3)[0]))
     written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE}
     bufs, body, depth, counters = [], [], 1, Counter()
     def fresh(prefix: str) -> str:
@@ -224,14 +280,15 @@ class CStyleLanguage(Renderer):
         self.r[u] = f"data{u.arg}"
         bufs.append((self.r[u], u.dtype, u in written))
         continue
-      if u.op is Ops.RANGE: self.r[u] = f"{'r' if u.arg[1] == 'reduce' else ''}idx{u.arg[0]}"
+      if u.op is Ops.RANGE: self.r[u] = f"{self.RANGE_PREFIX[u.arg[1]]}{u.arg[0]}"
       if u.op is Ops.DEFINE_ACC: self.r[u] = fresh("acc")
+      if u.op is Ops.DEFINE_LOCAL: self.r[u] = u.arg[0]
       text = string_rewrite.rewrite(u, ctx=self)
       if text is None: raise NotImplementedError(f"{type(self).__name__} can't render {u.op} ({u.dtype})")
-      if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.ASSIGN, Ops.STORE, Ops.ENDRANGE):
-        if u.op is Ops.ENDRANGE: depth -= 0 if text == "" else 1
-        if text: body.append("  " * depth + text)
-        if u.op is Ops.RANGE and not self.is_thread(u): depth += 1
+      if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.DEFINE_LOCAL, Ops.ASSIGN, Ops.STORE, Ops.ENDRANGE, Ops.BARRIER):
+        if u.op is Ops.ENDRANGE: depth -= 1
+        body.append("  " * depth + text)
+        if u.op is Ops.RANGE and is_loop(u, self): depth += 1
         if u.op is Ops.ASSIGN: self.r[u] = self.r[u.src[0]]
       elif u.op is Ops.CONST or (u.op is Ops.INDEX) or \
            (u.op is not Ops.LOAD and uses[u] == 1 and consumer_block.get(u) == blocks[u]):
@@ -241,48 +298,91 @@ class CStyleLanguage(Renderer):
         body.append(f"{'  ' * depth}{self.render_dtype(u.dtype)} {self.r[u]} = {text};")
     # parameters in buffer order: data2 before data10 (sorting the names as text would swap them)
     bufs.sort(key=lambda b: int(b[0][len("data"):]))
-    return self.preamble(uops) + self.render_kernel(name, body, bufs)
+    return self.preamble(uops) + self.render_kernel(name, body, bufs, uops)
 
 # %% ../nbs/07_render.ipynb #a08fad80
+_VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP}
+
 class ClangRenderer(CStyleLanguage):
-  "C for the CPU, compiled by the system C compiler; every loop is a for loop."
+  """C for the CPU, compiled by the system C compiler. Loops are for loops; the thread axis is `core_id`, a parameter
+  that says which of the CPU threads this call is; vectors are GCC/Clang vector types."""
   device = "CPU"
   arg_suffix = "restrict"
+  has_threads, vector_widths = True, (2, 4, 8, 16)
   type_map = {dtypes.bool: "_Bool", dtypes.float16: "_Float16", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
+  def __init__(self):
+    super().__init__()
+    self.threads = getenv("CPU_THREADS", os.cpu_count() or 1)
+  def supports_vector(self, u: UOp) -> bool:
+    dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
+    if dt in (dtypes.bool, dtypes.float16): return False   # no vectors of _Bool; _Float16 math rounds late (see _NARROW)
+    if u.op in (Ops.LOAD, Ops.STORE): return True
+    return u.op in _VECTOR_ALU and dtypes.is_float(dt)
+  def thread_index(self, kind: str, dim: int) -> str: return "core_id"
   def preamble(self, uops: list[UOp]) -> str:
-    need_math = any(u.op in self.math_funcs or (u.op is Ops.CONST and dtypes.is_float(u.dtype) and not math.isfinite(u.arg))
-                    for u in uops)
-    return "#include <math.h>\n" if need_math else ""
+    need_math = any(u.op in self.math_funcs or (u.op is Ops.CONST and dtypes.is_float(u.dtype) and not
+                                                all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg]))) for u in uops)
+    # a vector type: `vector_size` in bytes, and element alignment, so that a load from any element's address is fine
+    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1}, key=lambda d: (d.priority, d.count))
+    typedefs = [f"typedef {self.render_dtype(d.scalar())} {self.render_dtype(d)} __attribute__((vector_size({d.itemsize}), "
+                f"aligned({d.scalar().itemsize})));" for d in vecs]
+    return ("#include <math.h>\n" if need_math else "") + "".join(t + "\n" for t in typedefs)
+  def render_kernel(self, name, body, bufs, uops) -> str:
+    src = super().render_kernel(name, body, bufs, uops)
+    if any(u.op is Ops.RANGE and u.arg[1] == "thread" for u in uops): src = src.replace(") {", ", int core_id) {", 1)
+    return src
 
 # %% ../nbs/07_render.ipynb #8506f4af
 class OpenCLRenderer(CStyleLanguage):
-  "OpenCL C: one work-item per element of the global loops."
+  """OpenCL C: one work-item per element of the global axes (or, with local axes, one workgroup per element of the
+  global axes and one work-item per element of the local ones)."""
   device = "CL"
-  has_threads, max_global_dims = True, 3
+  has_local = has_shared = True
+  max_global_dims = 3
+  vector_widths = (2, 4, 8)  # OpenCL has 16 too, but PoCL's LLVM (3.0 here) aborts the process compiling float16
   kernel_prefix = "__kernel "
   buffer_prefix = "__global "
+  smem_prefix = "__local "
+  barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
   type_map = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort",
               dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
+  def supports_vector(self, u: UOp) -> bool:
+    dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
+    if dt in (dtypes.bool, dtypes.float16): return False
+    if u.op in (Ops.LOAD, Ops.STORE): return True
+    return u.op in _VECTOR_ALU and dtypes.is_float(dt)
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
-  def thread_index(self, dim: int) -> str: return f"get_global_id({dim})"
+  def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"(({self.render_dtype(dt)})({','.join(lanes)}))"
+  def render_gep(self, x: str, i: int) -> str: return f"{x}.s{'0123456789abcdef'[i]}"
+  def render_vector_address(self, x: UOp) -> str: return f"({self.r[x.src[0]]}+{self.r[x.src[1]]})"
+  def render_vector_load(self, idx: UOp) -> str: return f"vload{idx.dtype.count}(0, {self.r[idx]})"
+  def render_vector_store(self, idx: UOp, val: str) -> str: return f"vstore{idx.dtype.count}({val}, 0, {self.r[idx]});"
+  def thread_index(self, kind: str, dim: int) -> str:
+    # without local axes every work-item is its own element: its global id; with them, the workgroup's id
+    if kind == "global": return f"get_global_id({dim})" if not self.local_dims else f"get_group_id({dim})"
+    return f"get_local_id({dim})"
   def preamble(self, uops): return "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
 
 # %% ../nbs/07_render.ipynb #adc764fd
 class CUDARenderer(CStyleLanguage):
-  "CUDA C: the global loops become blockIdx (one thread per block: tinylit applies no local-size opts)."
+  "CUDA C: global axes are blocks (blockIdx), local and group axes threads in a block (threadIdx)."
   device = "CUDA"
-  has_threads, max_global_dims = True, 3
+  has_local = has_shared = True
+  max_global_dims = 3
   kernel_prefix = 'extern "C" __global__ '
   arg_suffix = "__restrict__"
+  smem_prefix = "__shared__ "
+  barrier = "__syncthreads();"
   type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.float16: "half",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
-  def thread_index(self, dim: int) -> str: return f"blockIdx.{'xyz'[dim]}"
+  def thread_index(self, kind: str, dim: int) -> str: return f"{'blockIdx' if kind == 'global' else 'threadIdx'}.{'xyz'[dim]}"
   def preamble(self, uops):
     fp16 = "#include <cuda_fp16.h>\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
     # NVRTC compiles without the C headers, so INFINITY and NAN (macros of <math.h>) may be undefined
-    nonfinite = any(u.op is Ops.CONST and dtypes.is_float(u.dtype) and not math.isfinite(u.arg) for u in uops)
+    nonfinite = any(u.op is Ops.CONST and dtypes.is_float(u.dtype) and
+                    not all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg])) for u in uops)
     return fp16 + ("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
                    "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n" if nonfinite else "")
   def render_math(self, fn: str, x: str, dt: DType) -> str:
@@ -293,29 +393,42 @@ class CUDARenderer(CStyleLanguage):
 class MetalRenderer(CStyleLanguage):
   "Metal Shading Language: rendered on any machine, compiled only on a Mac."
   device = "METAL"
-  has_threads, max_global_dims = True, 3
+  has_local = has_shared = True
+  max_global_dims = 3
   kernel_prefix = "kernel "
   buffer_prefix = "device "
+  smem_prefix = "threadgroup "
+  barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
   type_map = {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
-  def thread_index(self, dim: int) -> str: return f"gid.{'xyz'[dim]}"
-  def render_kernel(self, name, body, bufs) -> str:
+  def thread_index(self, kind: str, dim: int) -> str: return f"{'gid' if kind == 'global' else 'lid'}.{'xyz'[dim]}"
+  def render_kernel(self, name, body, bufs, uops) -> str:
     args = ", ".join(f"device {'' if w else 'const '}{self.render_dtype(dt)}* {n} [[buffer({i})]]" for i, (n, dt, w) in enumerate(bufs))
     return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
-                      f"kernel void {name}({args}, uint3 gid [[threadgroup_position_in_grid]]) {{", *body, "}"])
+                      f"kernel void {name}({args}, uint3 gid [[threadgroup_position_in_grid]], "
+                      f"uint3 lid [[thread_position_in_threadgroup]]) {{", *body, "}"])
 
 # %% ../nbs/07_render.ipynb #9823b8bf
 class PythonRenderer(Renderer):
-  "Each line: (position, op name, dtype name, source positions, arg). Readable, and exact to read back."
+  """Each line: (position, op name, dtype name, source positions, arg). Readable, and exact to read back. The PYTHON
+  device runs every op on vectors and on workgroups (its lanes are threads), so nothing is split for it."""
   device = "PYTHON"
+  has_local = has_shared = True
+  vector_widths = (2, 4, 8, 16)
+  def supports_vector(self, u: UOp) -> bool: return True
   def render(self, name: str, uops: list[UOp]) -> str:
     pos = {u: i for i, u in enumerate(uops)}
     lines = [f"# {name}"]
     for i, u in enumerate(uops):
       arg = u.arg if not isinstance(u.arg, float) else float.hex(u.arg)  # floats exactly, inf and nan too
-      dt = None if u.dtype is None else next(k for k, v in DTYPES_DICT.items() if v == u.dtype)
-      lines.append(repr((i, u.op.name, dt, tuple(pos[s] for s in u.src), arg)))
+      if isinstance(u.arg, tuple) and u.op is Ops.CONST and dtypes.is_float(u.dtype): arg = tuple(float.hex(a) for a in u.arg)
+      lines.append(repr((i, u.op.name, _dtype_name(u.dtype), tuple(pos[s] for s in u.src), arg)))
     return "\n".join(lines)
+
+def _dtype_name(dt: DType | None) -> str | tuple | None:
+  if dt is None: return None
+  name = next(k for k, v in DTYPES_DICT.items() if v == dt.scalar())
+  return name if dt.count == 1 else (name, dt.count)
 
 # %% ../nbs/07_render.ipynb #863eb1d6
 def parse_python_program(src: str) -> list[tuple[Ops, DType | None, tuple[int, ...], object]]:
@@ -324,7 +437,8 @@ def parse_python_program(src: str) -> list[tuple[Ops, DType | None, tuple[int, .
   for line in src.splitlines():
     if not line or line.startswith("#"): continue
     _, op, dt, srcs, arg = ast.literal_eval(line)
-    dtype = None if dt is None else DTYPES_DICT[dt]
-    if isinstance(arg, str) and op == "CONST": arg = float.fromhex(arg)
+    dtype = None if dt is None else (DTYPES_DICT[dt] if isinstance(dt, str) else DTYPES_DICT[dt[0]].vec(dt[1]))
+    if op == "CONST" and isinstance(arg, str): arg = float.fromhex(arg)
+    if op == "CONST" and isinstance(arg, tuple) and arg and isinstance(arg[0], str): arg = tuple(float.fromhex(a) for a in arg)
     out.append((Ops[op], dtype, srcs, arg))
   return out

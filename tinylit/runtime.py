@@ -5,6 +5,7 @@
 # %% ../nbs/08a_backends.ipynb #56fefd67
 from __future__ import annotations
 import ctypes, os, platform, re, subprocess, tempfile
+from concurrent.futures import ThreadPoolExecutor
 from .device import Compiled, Compiler, Allocator
 from .helpers import getenv
 import numpy as np
@@ -41,14 +42,22 @@ class ClangCompiler(Compiler):
 
 # %% ../nbs/08a_backends.ipynb #bcda4e3c
 class CPUProgram:
-  "A compiled kernel: the shared object is written to a file, loaded with ctypes, and called with buffer pointers."
+  """A compiled kernel: the shared object is written to a file, loaded with ctypes, and called with buffer pointers.
+  A kernel with a thread axis is called once per thread, with `core_id` 0, 1, ...: this thread runs call 0, a pool
+  of worker threads the others (ctypes lets go of Python's lock while C runs, so they really run at once)."""
+  pool: ThreadPoolExecutor | None = None  # one pool for every kernel, made on first use
   def __init__(self, name: str, lib: bytes):
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
     self.lib = ctypes.CDLL(f.name)
     os.unlink(f.name)  # the loaded library stays mapped; the file is no longer needed
     self.fxn = getattr(self.lib, name)
-  def __call__(self, *bufs, global_size=None, vals: tuple[int, ...] = ()):
-    self.fxn(*[ctypes.c_void_p(b.ctypes.data) for b in bufs], *[ctypes.c_int32(v) for v in vals])
+  def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
+    args = [ctypes.c_void_p(b.ctypes.data) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    if not global_size or global_size[0] == 1: return self.fxn(*args)
+    if CPUProgram.pool is None: CPUProgram.pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="tinylit-cpu")
+    others = [CPUProgram.pool.submit(self.fxn, *args, ctypes.c_int32(i)) for i in range(1, global_size[0])]
+    self.fxn(*args, ctypes.c_int32(0))
+    for f in others: f.result()
 
 # %% ../nbs/08a_backends.ipynb #024df8e3
 class CPUAllocator(Allocator):
@@ -66,6 +75,8 @@ class PythonCompiler(Compiler):
 
 # %% ../nbs/08a_backends.ipynb #ff286b7a
 class PythonProgram:
+  """Runs the linear UOps. Every thread of the kernel (each element of its global, local and group ranges) is a lane
+  of numpy arrays, so one op runs for all of them at once; loops are Python loops. A vector adds a last axis."""
   def __init__(self, name: str, lib: bytes):
     self.name, self.uops = name, parse_python_program(lib.decode())
     self.loop_end = {}  # RANGE position -> its ENDRANGE position
@@ -74,26 +85,43 @@ class PythonProgram:
     for i, (op, _, srcs, _) in enumerate(self.uops):
       if op is Ops.ENDRANGE: self.loop_end[srcs[0]] = i
 
-  def _check(self, kind: str, buf: np.ndarray, idx, valid) -> None:
-    bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= buf.size)
+  def _check(self, kind: str, size: int, idx, valid) -> None:
+    bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= size)
     if np.any(bad & valid):
       raise IndexError(f"{self.name}: {kind} out of bounds: index {np.asarray(idx)[bad & valid].ravel()[:4]} "
-                       f"of a buffer of {buf.size} elements")
+                       f"of a buffer of {size} elements")
 
-  def __call__(self, *bufs, global_size=None, vals: tuple[int, ...] = ()):
+  def _address(self, index, count: int, lane_shape: tuple[int, ...]):
+    """Buffer, positions in it (one per lane, and per vector element: shape `lane_shape` + (count,)), validity, the size
+    to check positions against, and where this lane's workgroup's part of shared memory starts."""
+    (buf, is_local, size, block), idx, valid = index
+    shape = lane_shape + ((count,) if count > 1 else ())
+    idx, valid = np.asarray(idx), np.asarray(valid)
+    if count > 1: idx, valid = idx[..., None] + np.arange(count), valid[..., None]   # consecutive elements
+    start = (block * size).reshape(shape[:len(lane_shape)] + (1,) * (count > 1)) if is_local else np.zeros((), np.int64)
+    return buf, np.broadcast_to(idx, shape), np.broadcast_to(valid, shape), size, np.broadcast_to(start, shape)
+
+  def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
     uops = self.uops
-    glob = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] == "global"]
     ends = {i: uops[uops[i][2][0]][3] for i, (op, *_) in enumerate(uops) if op is Ops.RANGE}
-    # one lane per iteration of the global loops
-    lanes = np.indices([ends[i] for i in glob]).reshape(len(glob), -1) if glob else np.zeros((0, 1), dtype=np.int32)
-    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(glob)}
+    # one lane per thread: per element of the global, local and group ranges
+    lane_rngs = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] in ("global", "local", "group")]
+    lanes = np.indices([ends[i] for i in lane_rngs]).reshape(len(lane_rngs), -1) if lane_rngs else np.zeros((0, 1), dtype=np.int32)
+    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(lane_rngs)}
+    glob = [k for k, pos in enumerate(lane_rngs) if uops[pos][3][1] == "global"]
+    # the workgroup each lane is in, for memory shared by a workgroup (DEFINE_LOCAL)
+    block = np.ravel_multi_index(lanes[glob], [ends[lane_rngs[k]] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
+    nblocks = int(np.prod([ends[lane_rngs[k]] for k in glob])) if glob else 1
     v: list = [None] * len(uops)
     pc = 0
     with np.errstate(all="ignore"):
       while pc < len(uops):
         op, dtype, srcs, arg = uops[pc]
-        if op is Ops.DEFINE_GLOBAL: v[pc] = bufs[self.param_of[arg]].view(dtype.np)
-        elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.np)  # constants already hold in-range values
+        if op is Ops.DEFINE_GLOBAL:
+          arr = bufs[self.param_of[arg]].view(dtype.np)
+          v[pc] = (arr, False, arr.size, block)
+        elif op is Ops.DEFINE_LOCAL: v[pc] = (np.zeros(nblocks * arg[1], dtype=dtype.np), True, arg[1], block)
+        elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.scalar().np)  # constants already hold in-range values
         elif op is Ops.RANGE:
           if pc in lane_of: v[pc] = lane_of[pc]
           else:
@@ -108,22 +136,25 @@ class PythonProgram:
             if v[rng] < ends[rng]:
               pc = rng + 1
               continue
+        elif op is Ops.BARRIER: pass  # every lane runs each op before any lane runs the next: they are always in step
         elif op is Ops.INDEX: v[pc] = (v[srcs[0]], v[srcs[1]], v[srcs[2]] if len(srcs) == 3 else np.bool_(True))
         elif op is Ops.LOAD:
-          buf, idx, valid = v[srcs[0]]
-          valid = np.broadcast_to(valid, np.shape(idx)) if np.ndim(idx) >= np.ndim(valid) else valid
-          self._check("read", buf, idx, valid)
-          safe_idx = np.where(valid, idx, 0)
-          v[pc] = np.where(valid, buf[safe_idx] if buf.size else np.zeros_like(safe_idx, dtype=buf.dtype), np.zeros((), buf.dtype))
+          buf, idx, valid, size, offset = self._address(v[srcs[0]], dtype.count, lanes.shape[1:])
+          self._check("read", size, idx, valid)
+          v[pc] = np.where(valid, buf[np.where(valid, idx + offset, 0)] if buf.size else np.zeros(idx.shape, buf.dtype), np.zeros((), buf.dtype))
         elif op is Ops.STORE:
-          buf, idx, _ = v[srcs[0]]
-          idx, val = np.broadcast_arrays(idx, v[srcs[1]])
-          self._check("write", buf, idx, np.bool_(True))
-          buf[idx] = val
-        elif op is Ops.DEFINE_ACC: v[pc] = np.broadcast_to(np.asarray(v[srcs[0]]), lanes.shape[1:]).copy()
-        elif op is Ops.ASSIGN: v[pc] = v[srcs[0]] = v[srcs[1]]
-        elif op is Ops.CAST: v[pc] = np.asarray(exec_alu(Ops.CAST, dtype, [v[srcs[0]]]), dtype=dtype.np)
-        elif op in GroupOp.ALU: v[pc] = np.asarray(exec_alu(op, dtype, [v[s] for s in srcs]), dtype=dtype.np)
+          buf, idx, gate, size, offset = self._address(v[srcs[0]], uops[srcs[0]][1].count, lanes.shape[1:])
+          val = np.broadcast_to(v[srcs[1]], idx.shape)
+          self._check("write", size, idx, gate)
+          buf[(idx + offset)[gate]] = val[gate]
+        elif op is Ops.DEFINE_ACC: v[pc] = np.broadcast_to(np.asarray(v[srcs[0]]), lanes.shape[1:] + np.shape(v[srcs[0]])).copy()
+        elif op is Ops.ASSIGN: v[pc] = v[srcs[0]] = np.broadcast_to(v[srcs[1]], np.shape(v[srcs[0]])).copy()
+        elif op is Ops.VECTORIZE:
+          parts = np.broadcast_arrays(*[v[s] for s in srcs])
+          v[pc] = np.stack(parts, axis=-1)
+        elif op is Ops.GEP: v[pc] = np.asarray(v[srcs[0]])[..., arg]
+        elif op is Ops.CAST: v[pc] = np.asarray(exec_alu(Ops.CAST, dtype, [v[srcs[0]]]), dtype=dtype.scalar().np)
+        elif op in GroupOp.ALU: v[pc] = np.asarray(exec_alu(op, dtype, [v[s] for s in srcs]), dtype=dtype.scalar().np)
         else: raise NotImplementedError(f"PYTHON device can't run {op}")
         pc += 1
 
@@ -160,8 +191,11 @@ class CLProgram:
     from tinylit.device import Device
     self.dev = Device["CL"]
     self.kernel = getattr(self.dev.cl.Program(self.dev.ctx, self.dev.ctx.devices, [lib]).build(), name)
-  def __call__(self, *bufs, global_size=None, vals: tuple[int, ...] = ()):
-    self.kernel(self.dev.queue, tuple(global_size or (1, 1, 1)), None, *bufs, *[np.int32(v) for v in vals])
+  def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
+    # with local axes, the grid counts workgroups and OpenCL counts work-items: the global size is grid * local
+    gsize = tuple(global_size or (1, 1, 1))
+    if local_size is not None: gsize = tuple(g * l for g, l in zip(gsize, local_size))
+    self.kernel(self.dev.queue, gsize, local_size, *bufs, *[np.int32(v) for v in vals])
 
 class CLDevice(Compiled):
   "OpenCL through pyopencl, on the first platform found (PoCL gives one that runs on the CPU)."
