@@ -43,19 +43,26 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     axis, width = va
     reduce = k.axis_kinds()[axis] == "reduce"
     _try(k, Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, axis - k.first_reduce if reduce else axis, width))
-  # 2. a register tile: upcast global axes along which some input doesn't move (it is reused across them), so one
-  #    loaded vector serves several outputs (a matmul's rows); 4 copies each, at most 16 accumulators
-  for axis in range(k.first_reduce - 1, -1, -1):
-    if k.reduceop is None or prod(k.full_shape[k.first_upcast:]) >= 256: break
-    if 0 in _strides(k, axis) and k.axis_kinds()[axis] == "global" and k.full_shape[axis] % 4 == 0 and _copies(k) * 4 <= 16:
-      _try(k, Opt(OptOps.UPCAST, axis, 4))
-  # 3. independent chains: a reduce with fewer than 4 accumulators gets more (each add waits for the one before it)
-  if k.reduceop is not None and _copies(k) < 4 and k.first_reduce < k.first_upcast:
-    if not _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4)) and k.first_reduce > 0:
-      _try(k, Opt(OptOps.UPCAST, k.first_reduce - 1, 4))
-  # 4. threads: split the largest global axis across the cores, if there is enough work to pay for waking them
+  # 2. a register tile: copies along output axes where some input doesn't move (it is reused across them), so one
+  #    loaded vector serves several outputs. With vectors along an output axis (a matmul's columns), 8 rows; with
+  #    vectors along the reduce (partial sums), 4 x 4 outputs. Then the vector axis's loop goes outside the tile's,
+  #    so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks past it
+  if k.reduceop is not None and va is not None:
+    vec_global = k.axis_kinds()[va[0]] == "global"
+    reuse = [a for a in range(k.first_reduce) if k.axis_kinds()[a] == "global" and 0 in _strides(k, a) and a != va[0]]
+    for axis in sorted(reuse, key=lambda a: -k.full_shape[a])[:1 if vec_global else 2]:
+      if (_try(k, Opt(OptOps.UPCAST, axis, 8)) if vec_global else False) or _try(k, Opt(OptOps.UPCAST, axis, 4)):
+        if vec_global and axis < va[0]: _try(k, Opt(OptOps.SWAP, axis, va[0]))
+  # 3. independent chains: a reduce with fewer than 4 accumulators gets more (each add waits for the one before it).
+  #    Vectors along an output axis (a sum down the columns) take more of that axis: each row is then read in longer
+  #    runs; vectors along the reduce take more of the reduce: several partial sums
+  if k.reduceop is not None and _copies(k) < 4 and va is not None:
+    if k.axis_kinds()[va[0]] == "global" and va[0] < k.first_reduce: _try(k, Opt(OptOps.UPCAST, va[0], 8)) or _try(k, Opt(OptOps.UPCAST, va[0], 4))
+    elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
+  # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
+  #    one contiguous part), if there is enough work to pay for waking them
   if k.opts.has_threads and k.opts.threads > 1 and prod(k.full_shape) >= 1 << 16:
-    for axis in sorted(range(k.first_reduce), key=lambda a: -k.full_shape[a]):
+    for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 from .dtype import DType, dtypes
+from .helpers import prod
 from .ops import Ops, GroupOp, exec_alu
 from .shapetracker import ShapeTracker
 from .device import Buffer
@@ -137,7 +138,21 @@ class LazyBuffer:
     if not axis or all(self.shape[a] == 1 for a in axis): return self
     if self.size == 0:  # reducing nothing gives the identity of the op
       return LazyBuffer.metaop(Ops.CONST, new_shape, self.dtype, self.device, {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype)))
+    if (split := self._split_reduce(op, axis)) is not None: return split
     return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, Ops.REDUCE_AXIS, (op, tuple(axis)), (self,))
+
+  def _split_reduce(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer | None:
+    """A big reduce into few outputs becomes two reduces (tinygrad's SPLIT_REDUCEOP): one reduce axis is cut into
+    (d, rest); the first kernel reduces each of the d chunks, the second the d partial results. Both kernels then have
+    outputs to share among cores, and a sum adds in two levels, which rounds far less than one long chain."""
+    out_size = prod(1 if i in axis else s for i, s in enumerate(self.shape))
+    if self.size // out_size < 32768 or out_size > 256: return None
+    for a in sorted(axis, key=lambda a: -self.shape[a]):
+      if (d := next((d for d in range(256, 7, -1) if self.shape[a] % d == 0 and self.shape[a] // d >= 256), None)) is None: continue
+      chunked = self.reshape(self.shape[:a] + (d, self.shape[a] // d) + self.shape[a + 1:])
+      inner = tuple(i if i < a else i + 1 for i in axis)   # the reduce axes, with `rest` in place of axis a
+      return chunked.r(op, inner).r(op, (a,)).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
+    return None
 
   # ---- movement ops make views: the same base, another ShapeTracker
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:

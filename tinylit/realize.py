@@ -6,12 +6,13 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
-from .helpers import DEBUG, NOOPT, colored, ansilen
+from .helpers import DEBUG, NOOPT, BEAM, colored, ansilen
 from .ops import Ops
 from .ops import UOp
 from .device import Buffer, Device, GlobalCounters
 from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
+from .search import beam_search
 from .renderer import ProgramSpec
 from .schedule import ScheduleItem, mark_realized
 
@@ -34,6 +35,7 @@ def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpe
   if DEBUG >= 5: print(ast)
   if opts is not None:
     for opt in opts: k.apply_opt(opt)
+  elif BEAM >= 1: k = beam_search(k, BEAM.value)
   elif not NOOPT: hand_coded_optimizations(k)
   uops = k.linearize()
   if DEBUG >= 3: print(f"{k.name}: full shape {k.full_shape}, opts applied: {k.applied_opts}")
