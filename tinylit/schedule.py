@@ -6,7 +6,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 from .dtype import dtypes
-from .helpers import DEBUG
+from .helpers import DEBUG, prod
 from .ops import Ops, GroupOp
 from .ops import UOp
 from .shapetracker import ShapeTracker
@@ -33,6 +33,10 @@ class ScheduleItem:
 class _ReshapeKernel(Exception):
   "Raised to restart building a kernel in the shape of the reduce it contains."
   def __init__(self, shape: tuple[int, ...]): self.shape = shape
+
+def _expansion(st: ShapeTracker) -> int:
+  "How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1)."
+  return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and s > 1)
 
 class _OverlappingAssign(Exception):
   "Raised when an in-place write reads its own target anywhere but at the element it writes."
@@ -82,6 +86,11 @@ class KernelBuilder:
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
+    if base is not self.out and _expansion(st) >= 4 and self.scheduler.costly(base):
+      # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
+      # column. Computed once into a buffer, it is only loaded that often
+      self.scheduler.schedule_base(base)
+      return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
     # elementwise: the sources are read through the same view; padding must read as 0, whatever the op
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
@@ -122,6 +131,12 @@ class Scheduler:
       out.add(b)
       stack.extend(s.base for s in b.srcs)
     return out
+
+  def costly(self, lb: LazyBuffer) -> bool:
+    "Is the work a kernel would inline for `lb` worth computing once: a transcendental or a division, or 16+ ops?"
+    fused = self.fused(lb)
+    return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
+      or len(fused) >= 16
 
   def depends_on(self, lb: LazyBuffer, other: LazyBuffer) -> bool:
     "Is `other` in the not yet computed graph behind `lb`?"
