@@ -112,6 +112,6 @@ def test_apply_opt_explains_what_is_wrong():
   k = Kernel(a.schedule()[-1].ast, Device["CPU"].renderer)
   with pytest.raises(KernelOptError, match=r"UPCAST.*5 doesn't divide axis 1 of size 8"): k.apply_opt(Opt(OptOps.UPCAST, 1, 5))
   with pytest.raises(KernelOptError, match="no local"): k.apply_opt(Opt(OptOps.LOCAL, 0, 2))
-  with pytest.raises(KernelOptError, match="upcast is for global or local axes"): k.apply_opt(Opt(OptOps.UPCAST, 2, 2))
+  with pytest.raises(KernelOptError, match="upcast is for global or local axes, axis 2 is reduce"): k.apply_opt(Opt(OptOps.UPCAST, 2, 2))
   with pytest.raises(KernelOptError, match="no such axis"): k.apply_opt(Opt(OptOps.UPCAST, 7, 2))
   assert k.applied_opts == []

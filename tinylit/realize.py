@@ -79,12 +79,12 @@ class EmptyOp(Runner):
   def __call__(self, bufs: list[Buffer]) -> float: return 0.0
 
 # %% ../nbs/08b_realize.ipynb #40a5d828
-method_cache: dict[tuple[str, UOp], CompiledRunner] = {}
+method_cache: dict[tuple[str, UOp, int, int], CompiledRunner] = {}
 
 # %% ../nbs/08b_realize.ipynb #49feefa7
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   "The compiled kernel for `ast` on `device`, built once and then taken from the cache."
-  key = (device, ast)
+  key = (device, ast, NOOPT.value, BEAM.value)   # the opts chosen depend on these too
   if (ret := method_cache.get(key)) is None:
     method_cache[key] = ret = CompiledRunner(get_program(ast, Device[device].renderer))
   return ret

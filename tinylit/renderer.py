@@ -11,6 +11,7 @@ from .dtype import DType, DTYPES_DICT, dtypes
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
 from .ops import Ops, GroupOp, UOp
+from .symbolic import split_add, term_coefficient
 
 # %% auto #0
 __all__ = ['string_rewrite', 'Renderer', 'is_loop', 'count_ops', 'launch_dims', 'ProgramSpec', 'CStyleLanguage', 'ClangRenderer',
@@ -228,7 +229,9 @@ class CStyleLanguage(Renderer):
   # vectors (chapter 6a): a literal, a lane, and loads and stores of consecutive elements
   def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"(({self.render_dtype(dt)}){{{','.join(lanes)}}})"
   def render_gep(self, x: str, i: int) -> str: return f"{x}[{i}]"
-  def render_vector_address(self, x: UOp) -> str: return f"(({self.buffer_prefix}{self.render_dtype(x.dtype)}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
+  def render_vector_address(self, x: UOp) -> str:
+    space = self.smem_prefix if x.src[0].op is Ops.DEFINE_LOCAL else self.buffer_prefix   # shared or device memory
+    return f"(({space}{self.render_dtype(x.dtype)}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
   def render_vector_load(self, idx: UOp) -> str: return f"(*{self.r[idx]})"
   def render_vector_store(self, idx: UOp, val: str) -> str: return f"*{self.r[idx]} = {val};"
   # ranges: a for loop, or the index of a thread
@@ -303,6 +306,15 @@ class CStyleLanguage(Renderer):
 # %% ../nbs/07_render.ipynb #a08fad80
 _VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP}
 
+def _aligned(idx: UOp, width: int) -> bool:
+  "Is this element index a multiple of `width` for every value of its ranges (so a `width`-wide load is aligned)?"
+  return all(k % width == 0 for _, k in (term_coefficient(t) for t in split_add(idx)))
+
+def _vector_memory(u: UOp) -> tuple[DType, UOp] | None:
+  "For a vector LOAD or STORE: its element dtype and the INDEX it goes through."
+  idx = u.src[0] if u.op in (Ops.LOAD, Ops.STORE) else None
+  return None if idx is None else ((u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar(), idx)
+
 class ClangRenderer(CStyleLanguage):
   """C for the CPU, compiled by the system C compiler. Loops are for loops; the thread axis is `core_id`, a parameter
   that says which of the CPU threads this call is; vectors are GCC/Clang vector types."""
@@ -363,14 +375,25 @@ class OpenCLRenderer(CStyleLanguage):
     # without local axes every work-item is its own element: its global id; with them, the workgroup's id
     if kind == "global": return f"get_global_id({dim})" if not self.local_dims else f"get_group_id({dim})"
     return f"get_local_id({dim})"
-  def preamble(self, uops): return "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
+  def preamble(self, uops):
+    # OpenCL may fuse a*b+c into one fma, which rounds once: results would differ from every other device's
+    fp16 = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
+    return "#pragma OPENCL FP_CONTRACT OFF\n" + fp16
 
 # %% ../nbs/07_render.ipynb #adc764fd
 class CUDARenderer(CStyleLanguage):
-  "CUDA C: global axes are blocks (blockIdx), local and group axes threads in a block (threadIdx)."
+  """CUDA C: global axes are blocks (blockIdx), local and group axes threads in a block (threadIdx). Its `float4` and
+  `float2` have no arithmetic: vectors are only loads and stores of 16 (or 8) aligned bytes, split into lanes for math."""
   device = "CUDA"
   has_local = has_shared = True
   max_global_dims = 3
+  vector_widths = (2, 4)
+  def supports_vector(self, u: UOp) -> bool:
+    # a float4 load or store must be 16-byte aligned: the element index a multiple of 4 (buffers start aligned)
+    return (mem := _vector_memory(u)) is not None and mem[0] in (dtypes.float32, dtypes.int32) and \
+      _aligned(mem[1].src[1], mem[1].dtype.count)
+  def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"make_{self.render_dtype(dt)}({','.join(lanes)})"
+  def render_gep(self, x: str, i: int) -> str: return f"{x}.{'xyzw'[i]}"
   kernel_prefix = 'extern "C" __global__ '
   arg_suffix = "__restrict__"
   smem_prefix = "__shared__ "
@@ -391,10 +414,16 @@ class CUDARenderer(CStyleLanguage):
 
 # %% ../nbs/07_render.ipynb #bf29e2b1
 class MetalRenderer(CStyleLanguage):
-  "Metal Shading Language: rendered on any machine, compiled only on a Mac."
+  "Metal Shading Language: rendered on any machine, compiled only on a Mac. Its vector types have arithmetic."
   device = "METAL"
   has_local = has_shared = True
   max_global_dims = 3
+  vector_widths = (2, 4)
+  def supports_vector(self, u: UOp) -> bool:
+    if (mem := _vector_memory(u)) is not None:   # device float4 loads and stores must be aligned, as in CUDA
+      return mem[0] in (dtypes.float32, dtypes.int32) and _aligned(mem[1].src[1], mem[1].dtype.count)
+    return u.op in _VECTOR_ALU and u.dtype.scalar() == dtypes.float32
+  def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"{self.render_dtype(dt)}({','.join(lanes)})"
   kernel_prefix = "kernel "
   buffer_prefix = "device "
   smem_prefix = "threadgroup "

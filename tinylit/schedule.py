@@ -86,9 +86,10 @@ class KernelBuilder:
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base is not self.out and _expansion(st) >= 4 and self.scheduler.costly(base):
+    if base is not self.out and base.size >= 64 and _expansion(st) >= 4 and self.scheduler.costly(base):
       # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
-      # column. Computed once into a buffer, it is only loaded that often
+      # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
+      # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
       self.scheduler.schedule_base(base)
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
     # elementwise: the sources are read through the same view; padding must read as 0, whatever the op

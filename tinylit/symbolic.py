@@ -106,12 +106,13 @@ symbolic = PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("x"), UPat.var("x"))), lambda x: x),
   (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
   (UPat(Ops.CAST, name="x"), lambda x: x.src[0] if x.src[0].dtype == x.dtype else None),
-  # collect constants and like terms: (x+2)+3 -> x+5, (x*2)*3 -> x*6, x*2+x*3 -> x*5, x+x -> x*2
-  ((UPat.var("x") + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg)),
-  ((UPat.var("x") * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
+  # collect constants and like terms: (x+2)+3 -> x+5, (x*2)*3 -> x*6, x*2+x*3 -> x*5, x+x -> x*2. Integers only:
+  # float arithmetic rounds after every op, so regrouping it changes the result ((x+1e8)-1e8 is not x)
+  ((UPat.var("x") + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg) if _is_int(x) else None),
+  ((UPat.var("x") * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg) if _is_int(x) else None),
   (UPat(Ops.ADD, src=((UPat.var("x") + UPat.cvar("c")), UPat.var("y"))),
-   lambda x, c, y: (x + y) + c if y.op is not Ops.CONST else None),
-  (UPat.var("x") * UPat.cvar("c1") + UPat.var("x") * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg + c2.arg)),
+   lambda x, c, y: (x + y) + c if y.op is not Ops.CONST and _is_int(x) else None),
+  (UPat.var("x") * UPat.cvar("c1") + UPat.var("x") * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg + c2.arg) if _is_int(x) else None),
   (UPat.var("x") * UPat.cvar("c") + UPat.var("x"), lambda x, c: x * (c.arg + 1) if _is_int(x) else None),
   (UPat.var("x") + UPat.var("x"), lambda x: x * 2 if _is_int(x) else None),
   # integer index math distributes over sums: (a+b)*4 -> a*4 + b*4
