@@ -1590,6 +1590,7 @@ def fuzz(device: str, seed: int, start: int, stop: int, env: dict | None = None,
       res = w.call("run", (prog, device, opts), timeout=timeout)
       ran += 1
       if res["status"] != "fail": continue
+      if opts.get("crashes_only") and res["kind"] not in ("crash", "timeout"): continue
       f = Failure(device, prog.origin, prog, res)
       key = f"{res['kind']}:{res.get('exc', '')}:{res.get('detail', '')[:0]}"
       sig = key + ":" + ",".join(sorted({st.op for st in prog.steps}))
@@ -1620,7 +1621,7 @@ def main(argv=None) -> int:
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--minimize", type=int, default=30, help="distinct failures to minimize")
   ap.add_argument("--minimize-budget", type=float, default=30.0, help="seconds per minimized failure")
-  ap.add_argument("--crashes-only", action="store_true", help="report only crashes and exceptions (sanitizer job)")
+  ap.add_argument("--crashes-only", action="store_true", help="report only crashes and timeouts (sanitizer job)")
   ap.add_argument("--show", type=int, help="print program INDEX of the seed as a repro and exit")
   ap.add_argument("-v", action="store_true")
   args = ap.parse_args(argv)
