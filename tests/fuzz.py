@@ -19,7 +19,7 @@ pytest entry: tests/test_fuzz.py. At the desk: `python tests/fuzz.py --device CP
 """
 from __future__ import annotations
 
-import argparse, itertools, math, os, pickle, select, struct, subprocess, sys, tempfile, time, traceback
+import argparse, itertools, math, os, pickle, re, select, struct, subprocess, sys, tempfile, time, traceback
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -760,6 +760,7 @@ class Gen:
     self.inputs: list[tuple[str, np.ndarray, bool]] = []
     self.steps: list[Step] = []
     self.uses: Counter = Counter()
+    self.depth: dict[str, int] = {}
     self.counter = 0
     pool = {"float32": 30, "int32": 12, "bool": 8, "uint8": 7, "float16": 9, "int8": 3, "int16": 2, "int64": 3,
             "float64": 3, "uint16": 1, "uint32": 1, "uint64": 1}
@@ -791,7 +792,14 @@ class Gen:
     self.vals[name] = RefVal(arr)
     return name
 
+  # maximum/minimum nest their operands twice each: scheduling k nested ones took 4**k time (class 13, which
+  # test_regressions covers), so the fuzzer keeps nesting shallow enough to stay fast
+  MAX_MINMAX_DEPTH = 5
+
   def emit(self, op: str, srcs: tuple, **args) -> str | None:
+    depth = max([self.depth.get(s, 0) for s in srcs if isinstance(s, str)], default=0) + \
+      {"maximum": 1, "minimum": 1, "clip": 2}.get(op, 0)
+    if depth > self.MAX_MINMAX_DEPTH: return None
     st = Step(f"v{self.counter}", op, tuple(srcs), args)
     try: r = ref_step(st, self.vals)
     except (Invalid, ValueError, IndexError, TypeError, np.exceptions.AxisError): return None
@@ -805,11 +813,13 @@ class Gen:
       if r.dtype == "float32" and np.abs(r.v).max(initial=0) > 1e6: return None
     if op in ("assign", "iadd", "isub", "imul"):
       st = replace(st, out=None)
+      self.depth[srcs[0]] = depth
       self.vals[srcs[0]] = r
       self.steps.append(st)
       self.uses.update(s for s in srcs[1:] if isinstance(s, str))
       return srcs[0]
     self.counter += 1
+    self.depth[st.out] = depth
     self.vals[st.out] = r
     self.steps.append(st)
     self.uses.update(s for s in srcs if isinstance(s, str))
@@ -1456,6 +1466,10 @@ def _candidates(prog: Program, failure: dict):
   outs = prog.outputs
   fo = failure.get("output")
   if fo in outs and len(outs) > 1: yield _dce(replace(prog, outputs=[fo]), [fo])
+  if len(outs) > 1:  # (a crash doesn't say which output it was computing)
+    for o in outs:
+      rest = [x for x in outs if x != o]
+      yield _dce(replace(prog, outputs=rest), rest)
   # an earlier value as the only output (the smallest prefix that still fails)
   if prog.grad_out is None and failure.get("kind") not in ("grad",):
     for st in prog.steps:
@@ -1564,7 +1578,10 @@ class Failure:
     r = self.result
     text = [f"--- {self.device}: {r['kind']} ({self.origin}; {self.count} program(s) of this kind)",
             f"{r.get('where', '') + ': ' if r.get('where') else ''}{r['detail']}"]
-    if r.get("stderr"): text.append("stderr (tail):\n" + r["stderr"][-1500:])
+    if r.get("stderr"):
+      err = r["stderr"]
+      m = re.search(r"ERROR: AddressSanitizer|runtime error:|Fatal Python error|double free|corrupted", err)
+      text.append("stderr:\n" + (err[max(0, m.start() - 300):m.start() + 1500] if m else err[-1500:]))
     text.append(repro(self.program, self.device, r))
     return "\n".join(text)
 

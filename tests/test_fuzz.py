@@ -2,7 +2,7 @@
 numpy (values and dtypes) and torch (gradients). Each device's programs are split into chunks, one pytest item
 each; every chunk runs in a child process, so a crash is reported as a failure of that program.
 
-Environment: FUZZ_N=<programs per device> (default: 240 on CPU and PYTHON, 80 on CL, whose PoCL compiles take
+Environment: FUZZ_N=<programs per device> (default: 240 on CPU, 320 on PYTHON, 80 on CL, whose PoCL compiles take
 ~1 s per program), FUZZ_SEED=<seed> (default 0), FUZZ_MINIMIZE=<distinct failures to shrink per chunk> (default 2).
 A failure prints a standalone repro; at the desk, `python tests/fuzz.py --device CPU -n 2000 --seed 7` runs a
 long batch and groups what it finds."""
@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 import fuzz
 from tinylit.device import Device
 
-DEFAULT_N = {"CL": 80}
+DEFAULT_N = {"CL": 80, "PYTHON": 320}
 SEED = int(os.getenv("FUZZ_SEED", "0"))
 CHUNK = 80
 
