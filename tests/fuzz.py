@@ -208,7 +208,10 @@ def r_arith(op: str, a, b) -> RefVal:
       loose = "div" in LOOSE
       r = bounded(out, np.divide, [fa, fb], [ea, eb], exact_op=not loose, slack=2 * ulp(out) if loose else 0.0)
       crosses = (eb > 0) & (fb - eb <= 0) & (fb + eb >= 0)
-      return RefVal(r.v, np.where(crosses, np.inf, r.e))
+      # x / ±0 is ±inf by the sign of the zero, which the reference doesn't promise (0 + -0.0 is +0.0, a
+      # one-element sum may keep -0.0): either infinity is accepted
+      signed_zero = (fb == 0) & (fa != 0) & ~np.isnan(fa)
+      return RefVal(r.v, np.where(crosses | signed_zero, np.inf, r.e))
     return bounded(out, fn, [fa, fb], [ea, eb], exact_op=True)
 
 
@@ -358,7 +361,8 @@ def r_pow(x, p) -> RefVal:
     r = settle(r.v, np.where((eb > 0) & (fb - eb <= 0) & (fb + eb >= 0), np.inf, r.e))
     # exact inputs: the special cases (0 ** y, x ** 0, nan, inf) tinylit handles exactly
     special = (eb == 0) & (ee == 0) & ((fb == 0) | (fe == 0) | ~np.isfinite(fb) | ~np.isfinite(fe) | ~np.isfinite(out))
-    return RefVal(r.v, np.where(special, 0.0, r.e))
+    signed_zero = (fb == 0) & (fe < 0)  # ±0 ** negative is ±inf by the sign of the zero (see r_arith's division)
+    return RefVal(r.v, np.where(signed_zero, np.inf, np.where(special, 0.0, r.e)))
 
 
 # ---- reductions
@@ -809,6 +813,9 @@ class Gen:
     if r.v.size > 2048: return None
     if self.grad:  # gradients are compared where the forward pass is well defined and finite
       if r.dtype != "float32" and op not in ("lt", "gt", "ne", "eq", "le", "ge"): return None
+      # only float values flow on (a comparison's result is a where's condition, nothing else)
+      if any(isinstance(x, str) and self.vals[x].dtype != "float32" for x in (srcs[1:] if op == "where" else srcs)):
+        return None
       if (r.e == np.inf).any() or (r.dtype == "float32" and not np.isfinite(r.v).all()): return None
       if r.dtype == "float32" and np.abs(r.v).max(initial=0) > 1e6: return None
     if op in ("assign", "iadd", "isub", "imul"):
@@ -1212,27 +1219,24 @@ def _torch_step(st: Step, env: dict, torch):
   if op == "flip": return torch.flip(x, a["axis"])
   if op == "transpose": return x.transpose(a["d0"], a["d1"])
   if op == "contiguous": return x
-  if op == "getitem":  # torch has no negative steps: take the same elements in order, then flip
-    idx, flips, dim, out_dim = [], [], 0, 0
+  if op == "getitem":  # torch has no negative steps: flip those axes first and take the same elements in order
     full = list(a["index"])
     consumed = sum(1 for i in full if i is not None and i is not Ellipsis)
     if Ellipsis in full:
       k = full.index(Ellipsis)
       full = full[:k] + [slice(None)] * (x.ndim - consumed) + full[k + 1:]
+    idx, dim = [], 0
     for i in full:
-      if i is None: idx.append(None); out_dim += 1; continue
-      if isinstance(i, tuple): idx.append(ins[1 + i[1]].long()); out_dim += 1
+      if i is None: idx.append(None); continue
+      if isinstance(i, tuple): idx.append(ins[1 + i[1]].long())
       elif isinstance(i, slice) and (i.step or 1) < 0:
-        r = range(*i.indices(x.shape[dim]))
-        idx.append(slice(r[-1], r[0] + 1, -r.step) if len(r) else slice(0, 0))
-        flips.append(out_dim)
-        out_dim += 1
-      else:
-        idx.append(i)
-        out_dim += isinstance(i, slice)
+        n = x.shape[dim]
+        r = range(*i.indices(n))
+        x = torch.flip(x, (dim,))
+        idx.append(slice(n - 1 - r[0], n - 1 - r[-1] + 1, -r.step) if len(r) else slice(0, 0))
+      else: idx.append(i)
       dim += 1
-    ret = x[tuple(idx)]
-    return torch.flip(ret, flips) if flips else ret
+    return x[tuple(idx)]
   if op == "cat": return torch.cat(ins, a["dim"])
   if op == "stack": return torch.stack(ins, a["dim"])
   raise KeyError(op)

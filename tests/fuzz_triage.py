@@ -36,6 +36,8 @@ def classify(prog, res, device) -> str:
   if re.search(r"\.where\((\w+), \1\)", text) or "Buffer slice must be a slice object" in detail:
     return "2 dropped buffer (where(x, x), all-padding view)"
   if ops & {"assign", "iadd", "isub", "imul"}: return "11 read after in-place update"
+  if "pad" in ops and ops & {"getitem", "shrink"} and kind == "value" and re.search(r"^1 of \d+ elements", detail):
+    return "8 padding mask dropped (a size-1 view of padding)"
   if kind == "dtype" and "getitem" in ops and re.search(r"\[[^\]]*\ba\d+", text): return "9 tensor index changes dtype"
   if kind == "dtype" and "pad" in ops and "value=" in text: return "pad(value=...) changes the dtype"
   if kind == "dtype" and ops & {"pow", "pow_rev"} and "float16" in detail: return "pow on float16 returns float32"
