@@ -920,7 +920,8 @@ class Gen:
       return self.emit("pow", (a, self.choice([2, 3, 0.5, 1.5, -1, -2, 0, 1, 2.5, -0.5])))
     b = self.operand(a)
     if op in ("floordiv", "mod", "idiv") and not isinstance(b, str) and is_int(d):
-      b = int(b) if not (self.special and self.chance(0.3)) else self.choice([0, -1])  # literal divisors: 0 too
+      if self.special and self.chance(0.3): b = self.choice([0, -1])  # literal divisors: 0 too
+      else: b = int(b) if isinstance(b, int) or (isinstance(b, float) and math.isfinite(b)) else 3
     if op in ("maximum", "minimum", "idiv") and not isinstance(b, str): pass
     if op == "idiv" and not is_int(d): return
     args = (b, a) if (not isinstance(b, str) and op not in ("maximum", "minimum", "idiv") and self.chance(0.3)) \
@@ -1110,7 +1111,9 @@ class Gen:
     fns, ws = zip(*families)
     ws = np.array(ws, dtype=float) / sum(ws)
     for _ in range(n_steps):
-      fns[int(self.rng.choice(len(fns), p=ws))]()
+      fn = fns[int(self.rng.choice(len(fns), p=ws))]
+      try: fn()
+      except (Invalid, ValueError, TypeError, OverflowError, IndexError, ZeroDivisionError): pass  # try another op
 
 
 def _broadcastable(a, b) -> bool:
