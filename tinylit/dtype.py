@@ -74,7 +74,8 @@ class dtypes:
   @staticmethod
   def as_const(val, dtype: DType):
     "Cast a Python value to what a constant of `dtype` holds (wrapping ints like C does)."
-    if dtypes.is_float(dtype): return float(val)
+    # a float constant holds what the dtype can: 0.1 as a float32 is 0.10000000149011612, and a cast must see that
+    if dtypes.is_float(dtype): return float(np.array(val, dtype=dtype.np)) if dtype != dtypes.float64 else float(val)
     if dtype == dtypes.bool: return bool(val)
     if isinstance(val, float) and (math.isnan(val) or math.isinf(val)): return 0
     return int(np.array(int(val) if not isinstance(val, bool) else val).astype(dtype.np, casting="unsafe").item()) \

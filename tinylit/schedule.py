@@ -51,6 +51,7 @@ class KernelBuilder:
     self.inputs: list[LazyBuffer] = []
     self.reduce: LazyBuffer | None = None
     self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}  # a sub-graph read twice is built once
+    self.inlined: set[LazyBuffer] = set()                              # the bases this kernel computes inline
 
   def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
@@ -71,6 +72,7 @@ class KernelBuilder:
         raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
       self.scheduler.schedule_base(base)
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
+    self.inlined.add(base)
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
       if base is not self.out:
@@ -106,9 +108,12 @@ class KernelBuilder:
       try:
         st = self.out_st = ShapeTracker.from_shape(shape)
         value = self.build(self.out, st)
-        break
+        # something this kernel inlined got its own kernel meanwhile (a pending reader of a buffer that an ASSIGN
+        # scheduled for this kernel overwrites first): build again, loading its result instead of recomputing it
+        if not any(b in self.scheduler.scheduled for b in self.inlined - {self.out}): break
+        self.inputs, self.reduce, self.built, self.inlined = [], None, {}, set()
       except _ReshapeKernel as e:
-        self.inputs, self.reduce, self.built, shape = [], None, {}, e.shape
+        self.inputs, self.reduce, self.built, self.inlined, shape = [], None, {}, set(), e.shape
     store = UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, self.out.dtype, (), 0), UOp(Ops.VIEW, None, (), st), value))
     return UOp(Ops.SINK, None, (store,))
 

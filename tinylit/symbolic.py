@@ -85,6 +85,10 @@ def div_mod_fold(x: UOp, c: UOp, mod: bool) -> UOp | None:
 # %% ../nbs/05a_symbolic.ipynb #cec0523b
 def _nonneg(*xs: UOp) -> bool: return all(x.vmin >= 0 and _is_index(x) for x in xs)
 
+def _no_wrap(x: UOp, c: int) -> bool:
+  "Does x + c stay inside x's dtype for every value x can take (so that the sum can't wrap around)?"
+  return dtypes.min(x.dtype) <= x.vmin + c and x.vmax + c <= dtypes.max(x.dtype)
+
 # %% ../nbs/05a_symbolic.ipynb #ff34618d
 symbolic = PatternMatcher([
   # constants
@@ -124,7 +128,8 @@ symbolic = PatternMatcher([
    lambda x, a, b: x // (a.arg * b.arg) if a.arg > 0 and b.arg > 0 and _nonneg(x) else None),
   ((UPat.var("x") % UPat.cvar("m")) % UPat.cvar("c"),
    lambda x, m, c: x % c.arg if c.arg > 0 and m.arg % c.arg == 0 and _nonneg(x) else None),
-  # a comparison of a sum with a constant moves the constant across: x+3 < 5 -> x < 2
+  # a comparison of a sum with a constant moves the constant across: x+3 < 5 -> x < 2. Only if x+c1 can't wrap
+  # around: for a uint8 x, x+196 < 100 holds for x = 100 (it wraps to 40), x < -96 never does
   ((UPat.var("x") + UPat.cvar("c1")).lt(UPat.cvar("c2")),
-   lambda x, c1, c2: x.lt(c2.arg - c1.arg) if _is_int(x) else None),
+   lambda x, c1, c2: x.lt(c2.arg - c1.arg) if _is_int(x) and _no_wrap(x, c1.arg) else None),
 ])
