@@ -60,6 +60,13 @@ UNARY = {
   "softplus": (lambda x: torch.nn.functional.softplus(x), {"tl": lambda x: x.softplus()}),
   "hardtanh": (lambda x: torch.nn.functional.hardtanh(x), {"tl": lambda x: x.hardtanh()}),
   "clip": (lambda x: x.clip(-0.5, 0.7), {}),
+  "relu6": (lambda x: torch.nn.functional.relu6(x * 4), {"tl": lambda x: (x * 4).relu6()}),
+  "hardsigmoid": (lambda x: torch.nn.functional.hardsigmoid(x * 4), {"tl": lambda x: (x * 4).hardsigmoid()}),
+  "hardswish": (lambda x: torch.nn.functional.hardswish(x * 4), {"tl": lambda x: (x * 4).hardswish()}),
+  "cos_large": (lambda x: (x * 5000).cos(), {"tl": lambda x: (x * 5000).cos(), "atol": 1e-5, "grad_atol": 2e-2}),
+  "sin_large": (lambda x: (x * 5000).sin(), {"tl": lambda x: (x * 5000).sin(), "atol": 1e-5, "grad_atol": 2e-2}),
+  "asinh": (lambda x: (x * 50).asinh(), {"tl": lambda x: (x * 50).asinh()}),
+  "acosh": (lambda x: (x.abs() * 50 + 1.01).acosh(), {"tl": lambda x: (x.abs() * 50 + 1.01).acosh()}),
   "floor": (lambda x: x.floor(), {}), "ceil": (lambda x: x.ceil(), {}), "round": (lambda x: (x * 2).round(), {}),
 }
 

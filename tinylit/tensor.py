@@ -8,7 +8,7 @@ import math
 from contextlib import ContextDecorator
 from typing import Callable, ClassVar, Sequence
 import numpy as np
-from .dtype import DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from .dtype import DType, DTypeError, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from .helpers import argfix, prod, all_int, make_tuple, flatten
 from .ops import Ops
 from .lazy import LazyBuffer
@@ -18,7 +18,7 @@ from .realize import run_schedule
 import tinylit.function as F
 
 # %% auto #0
-__all__ = ['train', 'no_grad_ctx', 'Tensor', 'flatten_deep', 'broadcast_shape', 'sum_acc_dtype']
+__all__ = ['train', 'no_grad_ctx', 'ArgumentError', 'Tensor', 'flatten_deep', 'broadcast_shape', 'sum_acc_dtype', 'FreedGraph']
 
 # %% ../nbs/01_tensor.ipynb #ec3d93ad
 class train(ContextDecorator):
@@ -33,6 +33,12 @@ class no_grad_ctx(ContextDecorator):
   def __init__(self, mode: bool = True): self.mode = mode
   def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
   def __exit__(self, *exc): Tensor.no_grad = self.prev
+
+# %% ../nbs/01_tensor.ipynb #38d684ea
+class ArgumentError(ValueError, RuntimeError, AssertionError):
+  """A bad argument to a Tensor op: a shape, axis, size or option that doesn't fit. One class that is at once
+  numpy's ValueError, torch's RuntimeError and the AssertionError of tinygrad's asserts, so code (and tests) written
+  for any of the three catch it. The message names the op and the shapes."""
 
 # %% ../nbs/01_tensor.ipynb #936d6e1f
 class Tensor:
@@ -57,7 +63,10 @@ class Tensor:
     elif isinstance(data, (bool, int, float)) or (isinstance(data, np.ndarray) and data.shape == ()) or isinstance(data, np.generic):
       value = data.item() if isinstance(data, (np.ndarray, np.generic)) else data
       dtype = dtype or (dtypes.from_np(np.asarray(data).dtype) if isinstance(data, (np.ndarray, np.generic)) else dtypes.from_py(value))
+      if isinstance(value, int) and not isinstance(value, bool) and dtypes.is_int(dtype) and not dtypes.min(dtype) <= value <= dtypes.max(dtype):
+        raise OverflowError(f"Tensor: {value} doesn't fit in {dtype} (range {dtypes.min(dtype)}..{dtypes.max(dtype)})")
       data = LazyBuffer.metaop(Ops.CONST, (), dtype, device, value)
+    elif isinstance(data, bytes): data = _from_np(np.frombuffer(data, np.uint8).astype(dtype.np if dtype else np.uint8), device)
     elif isinstance(data, (list, tuple)):
       shape = _shape_of(data)
       dtype = dtype or (dtypes.from_py(flatten_deep(data)) if prod(shape) else dtypes.default_float)
@@ -113,7 +122,7 @@ class Tensor:
     return lb.base.buffer.numpy().reshape(self.shape)
   def tolist(self): return self.numpy().tolist()
   def item(self):
-    if self.numel() != 1: raise ValueError(f"item() needs a tensor of one element, this one has shape {self.shape}")
+    if self.numel() != 1: raise ArgumentError(f"item() needs a tensor of one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
   def data(self) -> memoryview: return memoryview(self.numpy())
   def to(self, device: str | None) -> Tensor:
@@ -129,7 +138,7 @@ class Tensor:
   def assign(self, x) -> Tensor:
     "Overwrite this tensor's contents with `x` (in its own memory once realized); used by optimizers and TinyJit."
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
-    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} doesn't match {self.shape}")
+    if x.shape != self.shape: raise ArgumentError(f"assign: shape {x.shape} doesn't match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} doesn't match {self.dtype}")
     if x.device != self.device: x = x.to(self.device)
     if self.lazydata.base.realized is None or not self.lazydata.st.contiguous or self.lazydata.base is not self.lazydata:
@@ -137,7 +146,7 @@ class Tensor:
     else: self.lazydata = self.lazydata.assign(x.lazydata)
     return self
   def replace(self, x: Tensor) -> Tensor:
-    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} doesn't match {self.shape}")
+    if x.shape != self.shape: raise ArgumentError(f"replace: shape {x.shape} doesn't match {self.shape}")
     self.lazydata = x.lazydata
     return self
 
@@ -165,7 +174,7 @@ class Tensor:
   def arange(start, stop=None, step=1, **kwargs) -> Tensor:
     "Evenly spaced values in [start, stop), like Python's range; ints give int32, floats float32."
     if stop is None: start, stop = 0, start
-    if step == 0: raise ValueError("arange: step must not be 0")
+    if step == 0: raise ArgumentError("arange: step must not be 0")
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     return Tensor(np.arange(start, stop, step).astype(to_dtype(dtype).np), **kwargs)
   @staticmethod
@@ -242,17 +251,24 @@ class Tensor:
       stack.extend((p, False) for p in node._ctx.parents if id(p) not in visited)
     return order
   def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> Tensor:
-    "Fill `.grad` of every tensor with requires_grad that this one depends on (adding to grads already there)."
+    """Add to `.grad` of every tensor with requires_grad that this one depends on. The graph is freed afterwards
+    unless `retain_graph`; a second backward through a freed graph is an error, as in torch."""
     if gradient is None:
       if self.shape != () and self.numel() != 1:
         raise RuntimeError(f"backward() without a gradient needs a scalar, but this tensor has shape {self.shape}")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False).reshape(self.shape)
-    elif gradient.shape != self.shape: raise ValueError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
+    elif gradient.shape != self.shape: raise ArgumentError(f"backward: gradient shape {gradient.shape} != tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad:
       raise RuntimeError("backward() on a tensor that doesn't require grad and has no graph")
+    order = self._deepwalk()
+    if freed := [t for t in order if isinstance(t._ctx, FreedGraph)]:
+      raise RuntimeError(f"backward through a graph a second time: its {freed[0]._ctx.name} node was freed by an earlier "
+                         "backward(); pass retain_graph=True to the first call to keep it")
+    # gradients of intermediate tensors are scratch space of this call; only the leaves accumulate across calls
+    for t in order: t.grad = None
     self.grad = gradient if self.grad is None else self.grad + gradient
-    for t0 in reversed(self._deepwalk()):
-      if t0.grad is None: raise RuntimeError(f"no gradient reached {t0!r}")
+    for t0 in reversed(order):
+      if t0.grad is None: continue   # no path carries a gradient here (e.g. only through a comparison or a where's condition)
       grads = t0._ctx.backward(t0.grad.lazydata)
       grads = [grads] if len(t0._ctx.parents) == 1 else grads
       for t, g in zip(t0._ctx.parents, grads):
@@ -260,48 +276,55 @@ class Tensor:
           if g.shape != t.shape: raise RuntimeError(f"gradient shape {g.shape} doesn't match {t.shape} in {type(t0._ctx).__name__}")
           gt = Tensor(g, device=t.device, requires_grad=False)
           t.grad = gt if t.grad is None else (t.grad + gt)
-      if not retain_graph: t0._ctx = None
+      if not retain_graph: t0._ctx = FreedGraph(type(t0._ctx).__name__)
     return self
 
   # ---- movement ops (views: nothing is copied)
   def reshape(self, shape, *args) -> Tensor:
     "Same elements, new shape; one axis may be -1 (inferred), None keeps that axis."
     new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
-    if (c := new_shape.count(-1)) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
+    _check_ints(new_shape, "reshape", "shape")
+    if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
     if c:
       known = prod(s for s in new_shape if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"reshape: can't reshape {self.shape} into {new_shape}")
+      if known == 0 or self.numel() % known: raise ArgumentError(f"reshape: can't reshape {self.shape} into {new_shape}")
       new_shape = tuple(self.numel() // known if s == -1 else s for s in new_shape)
     if any(s < 0 for s in new_shape) or prod(new_shape) != self.numel():
-      raise ValueError(f"reshape: size mismatch, can't reshape {self.shape} ({self.numel()} elements) into {new_shape}")
+      raise ArgumentError(f"reshape: size mismatch, can't reshape {self.shape} ({self.numel()} elements) into {new_shape}")
     return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
   def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def expand(self, shape, *args) -> Tensor:
     "Broadcast axes of size 1 to a larger size (-1 keeps an axis)."
-    new_shape = argfix(shape, *args)
+    new_shape = _check_ints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
+    if len(new_shape) < self.ndim: raise ArgumentError(f"expand: shape {new_shape} has fewer dims than {self.shape}")
     return self._broadcast_to(tuple(from_ if to == -1 else to for from_, to in zip((1,) * (len(new_shape) - self.ndim) + self.shape, new_shape)))
   def permute(self, order, *args) -> Tensor:
-    order = tuple(_normalize_axis(a, self.ndim, "permute") for a in argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+    order = _check_ints(argfix(order, *args), "permute", "order")
+    if len(order) != self.ndim: raise ArgumentError(f"permute: order {order} must name each of the {self.ndim} axes of {self.shape} once")
+    order = tuple(_normalize_axis(a, self.ndim, "permute") for a in order)
+    if sorted(order) != list(range(self.ndim)): raise ArgumentError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
     return F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
-    axis = tuple(_normalize_axis(a, self.ndim, "flip") for a in argfix(axis, *args))
+    axis = _normalize_axes(argfix(axis, *args), self.ndim, "flip")
     return self if not axis else F.Flip.apply(self, axis=axis)
   def shrink(self, arg) -> Tensor:
     "Keep [lo, hi) of each axis (None keeps the whole axis)."
+    if len(arg) != self.ndim: raise ArgumentError(f"shrink: need one (lo, hi) per axis of {self.shape}, got {arg}")
     arg = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
-    if len(arg) != self.ndim: raise ValueError(f"shrink: need one (lo, hi) per axis of {self.shape}, got {arg}")
     for (lo, hi), s in zip(arg, self.shape):
-      if not 0 <= lo <= hi <= s: raise ValueError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
+      _check_ints((lo, hi), "shrink", "bounds")
+      if not 0 <= lo <= hi <= s: raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else F.Shrink.apply(self, arg=arg)
   def pad(self, padding, value: float = 0.0) -> Tensor:
     "Pad with `value`: one (before, after) per axis, or a flat torch-style tuple that starts at the last axis."
     if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: flat padding {padding} doesn't fit shape {self.shape}")
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"pad: flat padding {padding} doesn't fit shape {self.shape}")
       pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
       padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs
     arg = tuple((0, 0) if p is None else tuple(p) for p in padding)
-    if len(arg) != self.ndim: raise ValueError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
+    if len(arg) != self.ndim: raise ArgumentError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
+    if any(len(p) != 2 for p in arg): raise ArgumentError(f"pad: each axis needs a (before, after) pair, got {padding}")
+    for p in arg: _check_ints(p, "pad", "paddings")
     if any(b < 0 or a < 0 for b, a in arg):  # negative padding crops
       shrunk = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape)))
       return shrunk.pad(tuple((max(b, 0), max(a, 0)) for b, a in arg), value)
@@ -319,6 +342,7 @@ class Tensor:
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
     d = _normalize_axis(dim, self.ndim, "unflatten")
+    if prod(sizes) != self.shape[d]: raise ArgumentError(f"unflatten: sizes {tuple(sizes)} don't multiply to {self.shape[d]} (dim {d} of {self.shape})")
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
   def squeeze(self, dim: int | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
@@ -331,26 +355,30 @@ class Tensor:
   # ---- broadcasting and the binary ops
   def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
     if self.shape == shape: return self
-    if self.ndim > len(shape): raise ValueError(f"can't broadcast {self.shape} to {shape}: too many dims")
+    if self.ndim > len(shape): raise ArgumentError(f"can't broadcast {self.shape} to {shape}: too many dims")
     padded = (1,) * (len(shape) - self.ndim) + self.shape
-    if any(a != b and a != 1 for a, b in zip(padded, shape)): raise ValueError(f"can't broadcast {self.shape} to {shape}")
+    if any(a != b and a != 1 for a, b in zip(padded, shape)) or any(s < 0 for s in shape):
+      raise ArgumentError(f"can't broadcast {self.shape} to {shape}")
     x = self.reshape(padded) if padded != self.shape else self
     return x if padded == shape else F.Expand.apply(x, shape=shape)
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str = "op") -> tuple[Tensor, Tensor]:
     "Both operands as Tensors of one shape (numpy broadcasting) and, by default, one dtype (the promotion lattice)."
     x = self
     if not isinstance(y, Tensor):
-      if not isinstance(y, (int, float, bool)): raise TypeError(f"{op}: unsupported operand {type(y).__name__}")
+      if isinstance(y, np.generic) and y.shape == (): y = y.item()
+      if not isinstance(y, (int, float, bool)):
+        raise TypeError(f"{op}: unsupported operand {type(y).__name__} with a {self.dtype} tensor of shape {self.shape}")
       # a Python number is weakly typed: it takes the tensor's dtype where that holds it
       y_dtype = x.dtype if dtypes.is_float(x.dtype) or (dtypes.is_int(x.dtype) and isinstance(y, int)) else dtypes.from_py(y)
       y = Tensor(dtypes.as_const(y, y_dtype), x.device, y_dtype, requires_grad=False)
-    if x.device != y.device: raise RuntimeError(f"{op}: tensors on different devices {x.device} and {y.device}")
+    if x.device != y.device:
+      raise RuntimeError(f"{op}: tensors on different devices: {x.shape} on {x.device} and {y.shape} on {y.device}")
     if match_dtype and x.dtype != y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
     try: shape = broadcast_shape(x.shape, y.shape)
-    except ValueError: raise ValueError(f"{op}: shapes {x.shape} and {y.shape} can't be broadcast together") from None
+    except ValueError: raise ArgumentError(f"{op}: shapes {x.shape} and {y.shape} can't be broadcast together") from None
     return x._broadcast_to(shape), y._broadcast_to(shape)
 
   def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse, op="add"))
@@ -365,7 +393,7 @@ class Tensor:
     if rounding_mode == "trunc":
       return a.idiv(b) if dtypes.is_int(a.dtype) else (a.cast(least_upper_float(a.dtype)) / b.cast(least_upper_float(b.dtype))).trunc()
     if rounding_mode == "floor": return a.floordiv(b)
-    if rounding_mode is not None: raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+    if rounding_mode is not None: raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
     return F.Mul.apply(a, F.Reciprocal.apply(b))
   def idiv(self, x, reverse=False) -> Tensor:
@@ -412,16 +440,21 @@ class Tensor:
     neg = base < 0
     ret = (neg & odd).where(-ret, ret)
     ret = (neg & is_int_exp.logical_not()).where(float("nan"), ret)
-    return (base == 0).where((exponent == 0).where(1.0, (exponent < 0).where(float("inf"), 0.0)), ret)
+    ret = (base == 0).where((exponent < 0).where(float("inf"), 0.0), ret)
+    return ((exponent == 0) | (base == 1)).detach().where(1.0, ret)   # 0**0, nan**0 and 1**nan are 1, as in torch
   def maximum(self, x) -> Tensor:
-    "Elementwise max; where both are equal the gradient is shared half and half."
+    "Elementwise max; where both are equal the gradient is shared half and half. A NaN on either side gives NaN."
     a, b = self._broadcasted(x, op="maximum")
     if a.dtype == dtypes.bool: return a | b
-    return (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, a))
+    ret = (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, a))
+    # every comparison with NaN is false: a NaN in `a` already lands in the last branch, one in `b` needs its own
+    return (b != b).detach().where(b, ret) if dtypes.is_float(a.dtype) else ret
   def minimum(self, x) -> Tensor:
+    "Elementwise min, with maximum's rules for ties and NaN."
     a, b = self._broadcasted(x, op="minimum")
     if a.dtype == dtypes.bool: return a & b
-    return (a < b).detach().where(a, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, b))
+    ret = (a < b).detach().where(a, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, b))
+    return (a != a).detach().where(a, ret) if dtypes.is_float(a.dtype) else ret
   def where(self, x, y) -> Tensor:
     "`cond.where(x, y)`: x where cond is true, else y; all three broadcast."
     if isinstance(x, Tensor): x, y = x._broadcasted(y, op="where")
@@ -434,8 +467,9 @@ class Tensor:
   # comparisons and logic
   def __lt__(self, x) -> Tensor: return F.Less.apply(*self._broadcasted(x, False, op="lt"))
   def __gt__(self, x) -> Tensor: return F.Less.apply(*self._broadcasted(x, True, op="gt"))
-  def __ge__(self, x) -> Tensor: return (self < x).logical_not()
-  def __le__(self, x) -> Tensor: return (self > x).logical_not()
+  # not `not (a < b)`: that would be true for a NaN
+  def __ge__(self, x) -> Tensor: return (self > x) | (self == x)
+  def __le__(self, x) -> Tensor: return (self < x) | (self == x)
   def __ne__(self, x) -> Tensor: return F.Neq.apply(*self._broadcasted(x, op="ne"))  # type: ignore[override]
   def __eq__(self, x) -> Tensor: return (self != x).logical_not()  # type: ignore[override]
   def logical_not(self) -> Tensor: return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True, op="logical_not"))
@@ -455,6 +489,7 @@ class Tensor:
 
   # ---- unary math
   def cast(self, dtype) -> Tensor:
+    "The values as another dtype (a cast to an int or bool passes no gradient back, as in torch)."
     dtype = to_dtype(dtype)
     return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
@@ -475,7 +510,10 @@ class Tensor:
   def sqrt(self) -> Tensor: return F.Sqrt.apply(self._float())
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
   def sin(self) -> Tensor: return F.Sin.apply(self._float())
-  def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()
+  def cos(self) -> Tensor:
+    "cos(x) = 1 - 2 sin(x/2)^2: halving is exact, so this stays accurate for large x, where sin(pi/2 - x) would not."
+    half = (self._float() * 0.5).sin()
+    return 1 - 2 * half * half
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def relu(self) -> Tensor: return F.Relu.apply(self)
   def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self._float())
@@ -486,7 +524,7 @@ class Tensor:
   def trunc(self) -> Tensor:
     if not dtypes.is_float(self.dtype): return self
     # values beyond 2**31 are already integers; smaller ones go through an int cast
-    return (self.abs() < 2.0 ** 31).detach().where(self.cast(dtypes.int32).cast(self.dtype), self)
+    return (self.abs() < 2.0 ** 31).detach().where(self.cast(dtypes.int32).cast(self.dtype), self.detach())
   def floor(self) -> Tensor:
     t = self.trunc()
     return (self < t).where(t - 1, t) if dtypes.is_float(self.dtype) else self
@@ -499,7 +537,7 @@ class Tensor:
     half = (self + 0.5) == b
     return (half & ((b % 2) != 0)).where(b - 1, b) if dtypes.is_float(self.dtype) else self
   def clip(self, min_=None, max_=None) -> Tensor:
-    if min_ is None and max_ is None: raise ValueError("clip: at least one of min_ and max_ must be given")
+    if min_ is None and max_ is None: raise ArgumentError("clip: at least one of min_ and max_ must be given")
     ret = self
     if min_ is not None: ret = ret.maximum(min_)
     if max_ is not None: ret = ret.minimum(max_)
@@ -517,25 +555,28 @@ class Tensor:
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
-  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
+  def relu6(self) -> Tensor: return self.relu().minimum(6)
   def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)
-  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).relu().minimum(1)
   def mish(self) -> Tensor: return self * self.softplus().tanh()
-  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def lerp(self, end: Tensor, weight) -> Tensor:
+    "self + (end - self) * weight, computed from the nearer end as torch does (so infinities come out right)."
+    if not isinstance(weight, Tensor): weight = Tensor(weight, device=self.device, dtype=least_upper_float(self.dtype))
+    return (weight < 0.5).detach().where(self + (end - self) * weight, end - (end - self) * (1 - weight))
 
   # ---- reductions
   def _reduce(self, fxn: type[F.Function], axis=None, keepdim: bool = False) -> Tensor:
     if axis is None: axis_ = tuple(range(self.ndim))
-    else: axis_ = tuple(_normalize_axis(a, self.ndim, fxn.__name__.lower()) for a in make_tuple(axis, 1))
+    else: axis_ = _normalize_axes(axis if isinstance(axis, (tuple, list)) else (axis,), self.ndim, fxn.__name__.lower())
     if self.ndim == 0: axis_ = ()
     ret = fxn.apply(self, axis=axis_)
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axis_))
   def sum(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
     "Sum over `axis` (int, tuple or None for all); small ints and bools sum as int32, halves in float32."
-    ret = self.cast(acc_dtype or sum_acc_dtype(self.dtype))._reduce(F.Sum, axis, keepdim)
+    ret = self.cast(sum_acc_dtype(self.dtype) if acc_dtype is None else acc_dtype)._reduce(F.Sum, axis, keepdim)
     return ret.cast(self.dtype) if acc_dtype is None and self.dtype == dtypes.float16 else ret
   def prod(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
-    return self.cast(acc_dtype or self.dtype)._reduce(F.Prod, axis, keepdim)
+    return self.cast(self.dtype if acc_dtype is None else acc_dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
     if dtypes.is_int(self.dtype) or self.dtype == dtypes.bool: return self.bitwise_not().max(axis, keepdim).bitwise_not()
@@ -545,7 +586,8 @@ class Tensor:
   def _reduced_count(self, axis) -> int:
     "How many elements each output of a reduce over `axis` combines."
     if axis is None: return self.numel()
-    return prod(self.shape[_normalize_axis(a, self.ndim, "reduce")] for a in make_tuple(axis, 1)) if self.ndim else 1
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return prod(self.shape[_normalize_axis(a, self.ndim, "reduce")] for a in axes) if self.ndim else 1
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dtype = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
     count = self._reduced_count(axis)
@@ -573,7 +615,12 @@ class Tensor:
     "Index of the first maximum (flattened when axis is None)."
     if axis is None: return self.flatten().argmax(0)
     axis = _normalize_axis(axis, self.ndim, "argmax")
+    if self.ndim == 0: return Tensor(0, device=self.device)
+    if self.shape[axis] == 0: raise ArgumentError(f"argmax: axis {axis} of {self.shape} is empty, there is no maximum to point at")
     m = self == self.max(axis=axis, keepdim=True)
+    if dtypes.is_float(self.dtype):   # a NaN is the maximum, as in torch: where a row has one, the first NaN wins
+      nan = self != self
+      m = nan.any(axis, keepdim=True).where(nan, m)
     n = self.shape[axis]
     idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
     return (n - (m * idx).max(axis=axis, keepdim=keepdim)).cast(dtypes.int32)
@@ -582,6 +629,7 @@ class Tensor:
   def cumsum(self, axis: int = 0) -> Tensor:
     "Running sum along `axis`: pad, then a sliding-window sum -- one reduce kernel."
     axis = _normalize_axis(axis, self.ndim, "cumsum")
+    if self.ndim == 0: return self
     n = self.shape[axis]
     if n == 0: return self
     x = self.transpose(axis, -1)
@@ -593,9 +641,11 @@ class Tensor:
   def dot(self, w: Tensor, acc_dtype=None) -> Tensor:
     "Matrix product with numpy's rules: 1-D vectors, batches broadcast; built from reshape, expand, mul and sum."
     n1, n2 = self.ndim, w.ndim
-    if n1 == 0 or n2 == 0: raise ValueError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
+    if n1 == 0 or n2 == 0: raise ArgumentError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
     if self.shape[-1] != w.shape[-min(n2, 2)]:
-      raise ValueError(f"matmul: inner dimensions differ: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+      raise ArgumentError(f"matmul: inner dimensions differ: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+    try: broadcast_shape(self.shape[:-2], w.shape[:-2])
+    except ValueError: raise ArgumentError(f"matmul: batch dims of {self.shape} and {w.shape} can't be broadcast together") from None
     x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
     w = w.reshape(*w.shape[:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * w).sum(-1, acc_dtype=acc_dtype).cast(least_upper_dtype(x.dtype, w.dtype) if acc_dtype is None else acc_dtype)
@@ -609,10 +659,14 @@ class Tensor:
   # ---- pooling helper: windows of a tensor as extra axes (used by cumsum, pooling and conv2d)
   def _pool(self, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
     "Sliding windows over the last len(k_) axes: shape (..., out_0, ..., out_n, k_0, ..., k_n), all views."
-    s_, d_ = make_tuple(stride, len(k_)), make_tuple(dilation, len(k_))
+    s_, d_ = [tuple(v) if isinstance(v, (tuple, list)) else (v,) * len(k_) for v in (stride, dilation)]
+    if len(k_) > self.ndim: raise ArgumentError(f"pool: window {k_} has more dims than the input {self.shape}")
+    for name, vals in (("window", k_), ("stride", s_), ("dilation", d_)):
+      if len(vals) != len(k_) or not all(isinstance(v, int) and v > 0 for v in vals):
+        raise ArgumentError(f"pool: {name} must be {len(k_)} positive ints, got {vals} (input {self.shape}, window {k_})")
     noop, i_ = [None] * (self.ndim - len(k_)), self.shape[-len(k_):]
     o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
-    if any(o <= 0 for o in o_): raise ValueError(f"pool: window {k_} with dilation {d_} doesn't fit input spatial shape {i_}")
+    if any(o <= 0 for o in o_): raise ArgumentError(f"pool: window {k_} with dilation {d_} doesn't fit input spatial shape {i_}")
     # repeat each axis enough times that shifting by (i+d) lines up the windows
     e_ = [math.ceil(k * (i + d) / i) for k, i, d in zip(k_, i_, d_)]
     x = self.reshape(*self.shape[:-len(k_)], *flatten((1, i) for i in i_))
@@ -631,10 +685,11 @@ class Tensor:
   def __getitem__(self, indices) -> Tensor:
     "numpy-style indexing; slices are views, integer tensors gather with one-hot masks (out-of-range reads 0)."
     if not isinstance(indices, tuple): indices = (indices,)
-    indices = tuple(Tensor(i, device=self.device, dtype=dtypes.int32) if isinstance(i, list) else i for i in indices)
+    indices = tuple((Tensor(i, device=self.device) if i else Tensor([], device=self.device, dtype=dtypes.int32))
+                    if isinstance(i, list) else i for i in indices)
     for i in indices:
       if isinstance(i, Tensor) and not dtypes.is_int(i.dtype):
-        raise IndexError(f"tensors used as indices must be integer tensors, got {i.dtype}")
+        raise IndexError(f"tensors used as indices must be integer tensors, got {i.dtype} indexing {self.shape}")
       if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice, Tensor))) or isinstance(i, bool):
         raise IndexError(f"unsupported index {i!r} ({type(i).__name__})")
     consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
@@ -696,29 +751,40 @@ class Tensor:
         (1,) * nb + tuple(sizes[k] if j == k else 1 for j in range(nk)))
       mask = hit if mask is None else mask & hit
     mask = mask.reshape(mask.shape + (1,) * len(rest))
-    out = mask.where(x, 0).sum(tuple(range(nb, nb + nk)))
+    out = mask.where(x, x.zeros_like())._sum_picked(tuple(range(nb, nb + nk)))
     if adjacent and dims[0] > 0:            # numpy keeps the index shape where the indexed axes were
       order = list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], out.ndim))
       out = out.permute(*order)
     return out
   def gather(self, dim: int, index: Tensor) -> Tensor:
-    "out[i][j] = self[i][index[i][j]] along `dim` (torch.gather), via one-hot masks."
+    "out[i][j] = self[i][index[i][j]] along `dim` (torch.gather), via one-hot masks; the result keeps self's dtype."
     dim = _normalize_axis(dim, self.ndim, "gather")
+    if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+      raise DTypeError(f"gather: index must be an integer tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != self.ndim or any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
+      raise ArgumentError(f"gather: index of shape {index.shape} doesn't fit {self.shape} along dim {dim} "
+                          "(same number of dims, and no bigger outside dim)")
     size = self.shape[dim]
     x = self.shrink(tuple((0, index.shape[d]) if d != dim else None for d in range(self.ndim)))
     hit = index.unsqueeze(-1) == Tensor.arange(size, device=self.device)       # index.shape + (size,)
     x = x.unsqueeze(dim)                                                          # the gathered axis sits at dim+1
     x = x.permute(*[i for i in range(x.ndim) if i != dim + 1], dim + 1)          # ... move it last
-    return hit.where(x, 0).sum(-1)
+    return hit.where(x, x.zeros_like())._sum_picked(-1)
+  def _sum_picked(self, axis) -> Tensor:
+    """Sum over `axis` where at most one element is nonzero (a one-hot pick), in the tensor's own dtype: that sum
+    can't overflow, and a uint8 or bool table must give uint8 or bool back, not the widened dtype of `sum`."""
+    if self.dtype == dtypes.bool: return self.any(axis)
+    return self.sum(axis, acc_dtype=self.dtype)
 
   # ---- joining and splitting
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     "Concatenate along `dim`: each piece padded to the full length with zeros, then summed."
+    if self.ndim == 0: raise IndexError("cat: a 0-d tensor has no axis to join along (stack them instead)")
     dim = _normalize_axis(dim, self.ndim, "cat")
     tensors = [self, *args]
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
-        raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
+        raise ArgumentError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
     total, offset, out = sum(t.shape[dim] for t in tensors), 0, []
     for t in tensors:
       out.append(t.pad(tuple((offset, total - offset - t.shape[dim]) if d == dim else None for d in range(t.ndim))))
@@ -729,22 +795,32 @@ class Tensor:
   @staticmethod
   def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if not tensors: raise ArgumentError("stack: needs at least one tensor, got none")
+    if not all(isinstance(t, Tensor) for t in tensors):
+      raise TypeError(f"stack: expects Tensors, got {[type(t).__name__ for t in tensors]}")
     d = _normalize_axis(dim, tensors[0].ndim + 1, "stack")
     return tensors[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in tensors[1:]], dim=d)
   def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     "Pieces of `sizes` along `dim` (an int means equal pieces, the last maybe smaller), as torch.split."
     dim = _normalize_axis(dim, self.ndim, "split")
     n = self.shape[dim]
-    if isinstance(sizes, int): sizes = [min(sizes, n - i) for i in range(0, n, max(sizes, 1))]
-    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} don't add up to {n} (dim {dim} of {self.shape})")
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ArgumentError(f"split: the size of each piece must be positive, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)]
+    if any(not isinstance(s, int) or s < 0 for s in sizes): raise ArgumentError(f"split: sizes must be non-negative ints, got {sizes}")
+    if sum(sizes) != n: raise ArgumentError(f"split: sizes {list(sizes)} don't add up to {n} (dim {dim} of {self.shape})")
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     return tuple(self.shrink(tuple((s, s + k) if d == dim else None for d in range(self.ndim))) for s, k in zip(starts, sizes))
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
     dim = _normalize_axis(dim, self.ndim, "chunk")
+    if not isinstance(chunks, int) or chunks <= 0: raise ArgumentError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if self.shape[dim] == 0: return [self] * chunks
     return list(self.split(math.ceil(self.shape[dim] / chunks), dim))
   def repeat(self, repeats, *args) -> Tensor:
     "Tile the tensor `repeats[i]` times along each axis (torch.repeat): reshape, expand, reshape."
-    repeats = argfix(repeats, *args)
+    repeats = _check_ints(argfix(repeats, *args), "repeat", "repeats")
+    if len(repeats) < self.ndim or any(r < 0 for r in repeats):
+      raise ArgumentError(f"repeat: need one non-negative count per axis of {self.shape} (or more), got {repeats}")
     base = (1,) * (len(repeats) - self.ndim) + self.shape
     x = self.reshape(flatten((1, s) for s in base)).expand(flatten((r, s) for r, s in zip(repeats, base)))
     return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
@@ -754,12 +830,14 @@ class Tensor:
     if isinstance(padding, int): return [padding] * 2 * n
     if len(padding) == n: return [p for p in reversed(padding) for _ in range(2)]
     if len(padding) == 2 * n: return list(padding)
-    raise ValueError(f"padding {padding} doesn't fit {n} spatial dims")
+    raise ArgumentError(f"padding {padding} doesn't fit {n} spatial dims of {self.shape}")
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0) -> Tensor:
     "2-D (or n-D) convolution as sliding windows (`_pool`), a broadcast multiply and a sum: no special kernel."
+    if self.ndim < 3 or self.ndim != weight.ndim:
+      raise ArgumentError(f"conv2d: input {self.shape} and weight {weight.shape} need the same number of dims, at least 3")
     (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if groups * cin != cin_ or len(self.shape) != len(weight.shape):
-      raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
+    if not isinstance(groups, int) or groups <= 0 or groups * cin != cin_ or cout % groups:
+      raise ArgumentError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
     pads = self._padding2d(padding, len(hw))
     x = self.pad(pads)._pool(hw, stride, dilation)          # (bs, cin_, *out, *hw)
     rcout, oyx = cout // groups, x.shape[2:-len(hw)]
@@ -778,11 +856,18 @@ class Tensor:
     return self.pad(self._padding2d(padding, len(k)))._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
   def dropout(self, p: float = 0.5) -> Tensor:
     "In training mode, zero each element with probability p and scale the rest by 1/(1-p)."
+    if not 0 <= p <= 1: raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
     if not Tensor.training or p == 0: return self
+    if p == 1: return self * 0
     keep = Tensor.rand(*self.shape, device=self.device, requires_grad=False) >= p
     return keep.where(self, 0) * (1 / (1.0 - p))
   def one_hot(self, num_classes: int = -1) -> Tensor:
-    if num_classes == -1: num_classes = int(self.max().item()) + 1
+    "A new last axis of `num_classes` with a 1 at each label (-1: one more than the largest label). Labels are checked."
+    if not dtypes.is_int(self.dtype): raise DTypeError(f"one_hot: labels must be an integer tensor, got {self.dtype}")
+    if self.numel() and ((self < 0).any().item() or (num_classes != -1 and (self >= num_classes).any().item())):
+      raise ArgumentError(f"one_hot: labels must be in [0, {num_classes if num_classes != -1 else 'inf'}), "
+                          f"got min {self.min().item()} and max {self.max().item()} (shape {self.shape})")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).where(1, 0)
   def layernorm(self, axis=-1, eps: float = 1e-5) -> Tensor:
     y = self - self.mean(axis, keepdim=True)
@@ -798,7 +883,7 @@ class Tensor:
     if reduction == "mean": return self.mean()
     if reduction == "sum": return self.sum()
     if reduction == "none": return self
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+    raise ArgumentError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
   def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     "Cross-entropy of logits `self` (N, ..., C) against integer labels Y; labels equal to ignore_index count for nothing."
     log_probs, valid = self.log_softmax(), Y != ignore_index
@@ -840,8 +925,17 @@ class Tensor:
   def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
   def sinh(self) -> Tensor: return (self.exp() - self.neg().exp()) / 2
   def cosh(self) -> Tensor: return (self.exp() + self.neg().exp()) / 2
-  def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
-  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  def asinh(self) -> Tensor:
+    "log(|x| + sqrt(x^2 + 1)) with x's sign; a series near 0 and log(2|x|) for huge |x|, where x^2 would overflow."
+    a = self._float().abs()
+    r = (a < 1e-2).where(a * (1 - a.square() / 6 + 3 * a.square().square() / 40),
+                         (a > 1e9).where(a.log() + math.log(2), (a + (a.square() + 1).sqrt()).log()))
+    return (self < 0).where(-r, r)
+  def acosh(self) -> Tensor:
+    "log(x + sqrt(x^2 - 1)) for x >= 1 (log(2x) for huge x), NaN below 1."
+    x = self._float()
+    r = (x > 1e9).where(x.log() + math.log(2), (x + (x.square() - 1).sqrt()).log())
+    return (x < 1).where(float("nan"), r)
   def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
   def erf(self) -> Tensor:
     "Abramowitz and Stegun 7.1.26 (max error 1.5e-7)."
@@ -879,7 +973,7 @@ class Tensor:
   def tril(self, diagonal: int = 0) -> Tensor: return self._tri(diagonal, False)
   @staticmethod
   def meshgrid(*args: Tensor, indexing: str = "ij") -> list[Tensor]:
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if indexing not in ("ij", "xy"): raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
     if len(args) == 1 and isinstance(args[0], (list, tuple)): args = tuple(args[0])
     if indexing == "xy" and len(args) >= 2: args = (args[1], args[0], *args[2:])
     shape = tuple(a.numel() for a in args)
@@ -921,17 +1015,17 @@ class Tensor:
     formula = formula.replace(" ", "")
     inputs, output = formula.split("->") if "->" in formula else (formula, None)
     specs = inputs.split(",")
-    if len(specs) != len(xs): raise ValueError(f"einsum: {formula!r} names {len(specs)} operands, got {len(xs)}")
+    if len(specs) != len(xs): raise ArgumentError(f"einsum: {formula!r} names {len(specs)} operands, got {len(xs)}")
     if "." in formula: raise NotImplementedError("einsum: '...' is not supported")
     letters = inputs.replace(",", "")
     if output is None: output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     sizes: dict[str, int] = {}
     for spec, x in zip(specs, xs):
-      if len(spec) != x.ndim: raise ValueError(f"einsum: operand {spec!r} has {len(spec)} letters but shape {x.shape}")
+      if len(spec) != x.ndim: raise ArgumentError(f"einsum: operand {spec!r} has {len(spec)} letters but shape {x.shape}")
       if len(set(spec)) != len(spec): raise NotImplementedError(f"einsum: a letter repeated within one operand ({spec!r})")
       for c, s in zip(spec, x.shape):
         if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
-          raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {s}")
+          raise ArgumentError(f"einsum: letter {c!r} has sizes {sizes[c]} and {s}")
         sizes[c] = max(sizes[c], s)
     order = list(output) + sorted(set(letters) - set(output))   # output letters first, summed ones after
     aligned = []
@@ -984,7 +1078,7 @@ def _shape_of(data) -> tuple[int, ...]:
   "The shape of nested lists, checking they are not ragged."
   if not isinstance(data, (list, tuple)): return ()
   inner = [_shape_of(d) for d in data]
-  if any(s != inner[0] for s in inner): raise ValueError(f"ragged nested list: inner shapes {sorted(set(inner))}")
+  if any(s != inner[0] for s in inner): raise ArgumentError(f"ragged nested list: inner shapes {sorted(set(inner))}")
   return (len(data),) + (inner[0] if inner else ())
 
 # %% ../nbs/01_tensor.ipynb #f072add3
@@ -1002,8 +1096,14 @@ def _from_np(x: np.ndarray, device: str) -> LazyBuffer:
 
 # %% ../nbs/01_tensor.ipynb #50f866db
 def _check_shape(shape: tuple, op: str) -> tuple[int, ...]:
-  if not all_int(shape) or any(s < 0 for s in shape): raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+  if not all_int(shape) or any(s < 0 for s in shape): raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape}")
   return tuple(shape)
+
+def _check_ints(values: tuple, op: str, what: str) -> tuple:
+  "Shapes, bounds and orders are ints: `reshape(2.0, 3)` is a TypeError here, not a surprise in the C compiler."
+  if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+    raise TypeError(f"{op}: {what} must be ints, got {values}")
+  return tuple(int(v) for v in values)
 
 # %% ../nbs/01_tensor.ipynb #18baaa97
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -1013,15 +1113,23 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   out = []
   for sizes in zip(*padded):
     big = {s for s in sizes if s != 1}
-    if len(big) > 1: raise ValueError(f"can't broadcast shapes {shapes}")
+    if len(big) > 1: raise ArgumentError(f"can't broadcast shapes {shapes}")
     out.append(big.pop() if big else (0 if 0 in sizes else 1))
   return tuple(out)
 
 # %% ../nbs/01_tensor.ipynb #aab8e846
 def _normalize_axis(axis: int, ndim: int, op: str) -> int:
   "Negative axes count from the end; out-of-range axes are an error naming the op."
+  if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+    raise TypeError(f"{op}: an axis must be an int, got {axis!r} ({type(axis).__name__})")
   if not -max(ndim, 1) <= axis < max(ndim, 1): raise IndexError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dims")
-  return axis + ndim if axis < 0 else axis
+  return int(axis) + ndim if axis < 0 else int(axis)
+
+def _normalize_axes(axes, ndim: int, op: str) -> tuple[int, ...]:
+  "Several axes at once; naming one axis twice (`sum(axis=(0, 0))`, `flip((1, -1))`) is an error, as in torch."
+  out = tuple(_normalize_axis(a, ndim, op) for a in axes)
+  if len(set(out)) != len(out): raise ArgumentError(f"{op}: axes {tuple(axes)} name the same axis twice (tensor of {ndim} dims)")
+  return out
 
 # %% ../nbs/01_tensor.ipynb #ddd69823
 def sum_acc_dtype(dt: DType) -> DType:
@@ -1029,3 +1137,10 @@ def sum_acc_dtype(dt: DType) -> DType:
   if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
   if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
   return least_upper_dtype(dt, dtypes.float32)
+
+# %% ../nbs/01_tensor.ipynb #8055c03e
+class FreedGraph:
+  "What `_ctx` holds after backward() freed a node: enough to say which op it was, nothing to differentiate with."
+  parents: tuple = ()
+  def __init__(self, name: str): self.name = name
+  def __repr__(self): return f"FreedGraph({self.name})"
