@@ -45,6 +45,13 @@ def check_op(device, shapes, torch_fxn, tinylit_fxn=None, *, low=-2.0, high=2.0,
     np.testing.assert_allclose(l.grad.numpy(), t.grad.numpy(), atol=grad_atol or atol * 10, rtol=rtol * 10,
                                err_msg=f"gradient of input {i}")
 
+def kernels_bind_many_buffers(device: str) -> bool:
+  "A kernel of 12 buffers: the renderer must pass them in buffer order (data10 after data9, not after data1)."
+  parts = [Tensor([float(i)], device=device).contiguous().realize() for i in range(11)]
+  total = parts[0]
+  for i, p in enumerate(parts[1:], 1): total = total + p * 2 ** i
+  return total.item() == sum(i * 2 ** i for i in range(11))
+
 UNARY = {
   "neg": (lambda x: -x, {}), "exp": (lambda x: x.exp(), {}), "exp2": (lambda x: x.exp2(), {}),
   "log": (lambda x: x.log(), {"low": 0.1}), "log2": (lambda x: x.log2(), {"low": 0.1}),

@@ -11,7 +11,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DType', 'dtypes', 'least_upper_dtype',
-           'least_upper_float', 'DTypeError', 'to_dtype']
+           'least_upper_float', 'sum_acc_dtype', 'DTypeError', 'to_dtype']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 @dataclass(frozen=True, order=True)
@@ -118,6 +118,13 @@ def least_upper_dtype(*ds: DType) -> DType:
 def least_upper_float(dt: DType) -> DType:
   "`dt` if it is a float, else the default float: the result type of `exp`, `sqrt`, true division..."
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+
+# %% ../nbs/01a_dtype.ipynb #9df1eed3
+def sum_acc_dtype(dt: DType) -> DType:
+  "What a sum accumulates in: at least int32 for ints and bools (uint32 for unsigned), at least float32 for floats."
+  if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
+  if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
 
 # %% ../nbs/01a_dtype.ipynb #95a4c0d8
 class DTypeError(TypeError, RuntimeError, AttributeError):

@@ -5,7 +5,7 @@
 # %% ../nbs/01b_function.ipynb #72debfd9
 from __future__ import annotations
 import math
-from .dtype import DType, dtypes
+from .dtype import DType, dtypes, sum_acc_dtype
 from .helpers import argsort
 from .ops import Ops
 from .lazy import LazyBuffer
@@ -233,10 +233,12 @@ class Max(Function):
 # %% ../nbs/01b_function.ipynb #d0c14f2d
 # ---- movement: the gradient undoes the movement
 class Expand(Function):
+  "Broadcast size-1 axes; the gradient sums over them, in a wide enough accumulator (a half gradient sums in float32)."
   def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
     self.expanded_axis = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so)
     return x.expand(shape)
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.r(Ops.ADD, self.expanded_axis)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.cast(sum_acc_dtype(grad.dtype)).r(Ops.ADD, self.expanded_axis).cast(grad.dtype)
 
 # %% ../nbs/01b_function.ipynb #17dddbd5
 class Reshape(Function):
