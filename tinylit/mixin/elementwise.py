@@ -93,7 +93,8 @@ class ArithmeticMethods:
       if x == int(x) and x != 0 and abs(x) <= 2 ** 31:   # whole powers multiply: exact, and a negative base keeps its sign
         return self._pow_int(int(x)) if x > 0 else self.reciprocal()._pow_int(-int(x))
     if not isinstance(x, T) and reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < math.inf and x != 1:
-      return (self._float() * math.log(x)).exp()          # a positive constant base: c**y = e^(y ln c)
+      y = self._float()
+      return (y * T(float(x), device=self.device, dtype=y.dtype).log()).exp()   # a positive constant base: c**y = e^(y ln c)
     base, exponent = self._broadcasted(x, reverse, op="pow")
     if dtypes.is_int(base.dtype) and dtypes.is_int(exponent.dtype):
       return base.cast(dtypes.float32).pow(exponent.cast(dtypes.float32)).round().cast(base.dtype)

@@ -87,19 +87,18 @@ class LAMB(Optimizer):
                weight_decay: float = 0.0, adam: bool = False):
     super().__init__(params, lr)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-    # b1**t and b2**t, kept as running products in memory of their own (so TinyJit replays them)
-    self.b1_t, self.b2_t = (Tensor.ones((), dtype=dtypes.float32, requires_grad=False).contiguous().realize() for _ in range(2))
+    self.t = Tensor(0, dtype=dtypes.int32, requires_grad=False).contiguous().realize()   # the step count, in memory (TinyJit replays it)
     self.m = [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
     self.v = [Tensor.zeros(*p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
   def _step(self) -> list[Tensor]:
-    self.b1_t.assign(self.b1_t * self.b1)
-    self.b2_t.assign(self.b2_t * self.b2)
-    out = [self.b1_t, self.b2_t]
+    self.t.assign(self.t + 1)
+    t = self.t.float()
+    out = [self.t]
     for i, p in enumerate(self.params):
       w, g = self._wide(p.detach()), self._wide(p.grad)
       self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
       self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
-      m_hat, v_hat = self.m[i] / (1 - self.b1_t.to(p.device)), self.v[i] / (1 - self.b2_t.to(p.device))
+      m_hat, v_hat = self.m[i] / (1 - self.b1 ** t.to(p.device)), self.v[i] / (1 - self.b2 ** t.to(p.device))
       step = m_hat / (v_hat.sqrt() + self.eps) + self.wd * w
       if self.adam: ratio = 1.0
       else:
