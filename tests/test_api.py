@@ -98,6 +98,57 @@ def test_autograd_bookkeeping():
   assert set(np.unique(d)) <= {0.0, 2.0} and 400 < (d == 0).sum() < 600
   np.testing.assert_array_equal(Tensor.ones(5).dropout(0.5).numpy(), np.ones(5))
 
+def _devices_with_cl():
+  try:
+    from tinylit.device import Device
+    Device["CL"]
+    return DEVICES + ["CL"]
+  except Exception: return DEVICES
+
+@pytest.mark.parametrize("device", _devices_with_cl())
+def test_where_with_a_float_condition_that_requires_grad(device):
+  "The condition gets no gradient (it only chooses); x and y get theirs, as in torch with cond.bool()."
+  c0, x0, y0 = [1.0, 0.0, -2.0, 0.5], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]
+  c, x, y = (Tensor(v, device=device, requires_grad=True) for v in (c0, x0, y0))
+  (c.where(x, y) * Tensor([1.0, 2.0, 3.0, 4.0], device=device)).sum().backward()
+  tc, tx, ty = (torch.tensor(v, requires_grad=True) for v in (c0, x0, y0))
+  (torch.where(tc.bool(), tx, ty) * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+  assert c.grad is None and tc.grad is None
+  np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+  np.testing.assert_array_equal(y.grad.numpy(), ty.grad.numpy())
+
+@pytest.mark.parametrize("device", _devices_with_cl())
+def test_backward_retain_graph_accumulates_once_per_call(device):
+  "Each backward(retain_graph=True) adds exactly one gradient, also through intermediates used twice."
+  def run(lib, t):
+    h = t.exp()
+    loss = (h * h).sum() + (h * t).sum()
+    loss.backward(retain_graph=True); loss.backward(retain_graph=True); loss.backward()
+    return t.grad
+  x0 = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+  ours = run(Tensor, Tensor(x0, device=device, requires_grad=True)).numpy()
+  ref = run(torch, torch.tensor(x0, requires_grad=True)).numpy()
+  np.testing.assert_allclose(ours, ref, rtol=1e-5)
+
+def test_backward_twice_without_retain_graph_raises():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  loss = (x * x).sum()
+  loss.backward()
+  with pytest.raises(RuntimeError, match="second time.*retain_graph"): loss.backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])   # the failed call added nothing
+  tx = torch.tensor([1.0, 2.0], requires_grad=True); tl = (tx * tx).sum(); tl.backward()
+  with pytest.raises(RuntimeError): tl.backward()
+
+def test_casts_to_int_pass_no_gradient():
+  "trunc/floor/ceil/round have zero gradient (as torch), and an int cast in the middle of a graph passes none."
+  for name in ["trunc", "floor", "ceil", "round"]:
+    x = Tensor([1.5, -2.5, 3e10], requires_grad=True)
+    getattr(x, name)().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0])
+  x = Tensor([1.5, 2.5], requires_grad=True)
+  (x.int().float() * x).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])   # only the right factor's path carries a gradient
+
 @pytest.mark.parametrize("fxn, match", [
   (lambda: Tensor.ones(2, 3) + Tensor.ones(4, 3), r"add: shapes \(2, 3\) and \(4, 3\) can't be broadcast"),
   (lambda: Tensor.ones(2, 3).reshape(4, 2), r"reshape: size mismatch, can't reshape \(2, 3\)"),
@@ -108,6 +159,10 @@ def test_autograd_bookkeeping():
   (lambda: Tensor.ones(2, 3)[2], r"index 2 is out of bounds for dimension 0 with size 2"),
   (lambda: Tensor.ones(2, 3)[0, 0, 0], r"too many indices"),
   (lambda: Tensor.ones(2, 3).permute(0, 0), r"not a permutation"),
+  (lambda: Tensor.ones(2, 3).sum(axis=(0, 0)), r"sum: axes \(0, 0\) name the same axis twice"),
+  (lambda: Tensor.ones(2, 3).shrink(((0, 1), (0.5, 1.5))), r"shrink: bounds must be ints"),
+  (lambda: Tensor(np.array([1j])), r"numpy dtype complex128 has no tinylit dtype"),
+  (lambda: Tensor([1.0]).gather(0, Tensor([0.0])), r"gather: index must be an integer tensor, got dtypes.float"),
   (lambda: Tensor([[1, 2], [3]]), r"ragged"),
   (lambda: Tensor.ones(1, 2, 5, 5).conv2d(Tensor.ones(4, 3, 3, 3)), r"conv2d: input \(1, 2, 5, 5\) doesn't match weight \(4, 3, 3, 3\)"),
   (lambda: Tensor.ones(3).item(), r"item\(\) needs a tensor of one element"),

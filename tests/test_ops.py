@@ -45,6 +45,13 @@ def check_op(device, shapes, torch_fxn, tinylit_fxn=None, *, low=-2.0, high=2.0,
     np.testing.assert_allclose(l.grad.numpy(), t.grad.numpy(), atol=grad_atol or atol * 10, rtol=rtol * 10,
                                err_msg=f"gradient of input {i}")
 
+def kernels_bind_many_buffers(device: str) -> bool:
+  "A kernel of 12 buffers: the renderer must pass them in buffer order (data10 after data9, not after data1)."
+  parts = [Tensor([float(i)], device=device).contiguous().realize() for i in range(11)]
+  total = parts[0]
+  for i, p in enumerate(parts[1:], 1): total = total + p * 2 ** i
+  return total.item() == sum(i * 2 ** i for i in range(11))
+
 UNARY = {
   "neg": (lambda x: -x, {}), "exp": (lambda x: x.exp(), {}), "exp2": (lambda x: x.exp2(), {}),
   "log": (lambda x: x.log(), {"low": 0.1}), "log2": (lambda x: x.log2(), {"low": 0.1}),
@@ -60,6 +67,13 @@ UNARY = {
   "softplus": (lambda x: torch.nn.functional.softplus(x), {"tl": lambda x: x.softplus()}),
   "hardtanh": (lambda x: torch.nn.functional.hardtanh(x), {"tl": lambda x: x.hardtanh()}),
   "clip": (lambda x: x.clip(-0.5, 0.7), {}),
+  "relu6": (lambda x: torch.nn.functional.relu6(x * 4), {"tl": lambda x: (x * 4).relu6()}),
+  "hardsigmoid": (lambda x: torch.nn.functional.hardsigmoid(x * 4), {"tl": lambda x: (x * 4).hardsigmoid()}),
+  "hardswish": (lambda x: torch.nn.functional.hardswish(x * 4), {"tl": lambda x: (x * 4).hardswish()}),
+  "cos_large": (lambda x: (x * 5000).cos(), {"tl": lambda x: (x * 5000).cos(), "atol": 1e-5, "grad_atol": 2e-2}),
+  "sin_large": (lambda x: (x * 5000).sin(), {"tl": lambda x: (x * 5000).sin(), "atol": 1e-5, "grad_atol": 2e-2}),
+  "asinh": (lambda x: (x * 50).asinh(), {"tl": lambda x: (x * 50).asinh()}),
+  "acosh": (lambda x: (x.abs() * 50 + 1.01).acosh(), {"tl": lambda x: (x.abs() * 50 + 1.01).acosh()}),
   "floor": (lambda x: x.floor(), {}), "ceil": (lambda x: x.ceil(), {}), "round": (lambda x: (x * 2).round(), {}),
 }
 

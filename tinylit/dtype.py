@@ -11,7 +11,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DType', 'dtypes', 'least_upper_dtype',
-           'least_upper_float', 'to_dtype']
+           'least_upper_float', 'sum_acc_dtype', 'DTypeError', 'to_dtype']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 @dataclass(frozen=True, order=True)
@@ -66,11 +66,18 @@ class dtypes:
     "The dtype a Python value gets: float -> default_float, int -> default_int, bool -> bool."
     if isinstance(x, float): return dtypes.default_float
     if isinstance(x, bool): return dtypes.bool  # before int: bool is a subclass of int in Python
-    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, int):
+      # an int too big for int32 gets the smallest of int64 and uint64 that holds it (as numpy does), never a wrapped value
+      for dt in (dtypes.default_int, dtypes.int64, dtypes.uint64):
+        if dtypes.min(dt) <= x <= dtypes.max(dt): return dt
+      raise OverflowError(f"Python int {x} doesn't fit in any dtype (the largest is uint64)")
     if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
     raise TypeError(f"could not infer dtype of {x!r} ({type(x).__name__})")
   @staticmethod
-  def from_np(x) -> DType: return DTYPES_DICT[INVERSE_NP[np.dtype(x)]]
+  def from_np(x) -> DType:
+    "The DType of a numpy dtype; complex, object, string... have none, which is a TypeError naming them."
+    if (name := INVERSE_NP.get(np.dtype(x))) is None: raise TypeError(f"numpy dtype {np.dtype(x)} has no tinylit dtype")
+    return DTYPES_DICT[name]
   @staticmethod
   def as_const(val, dtype: DType):
     "Cast a Python value to what a constant of `dtype` holds (wrapping ints like C does)."
@@ -123,10 +130,22 @@ def least_upper_float(dt: DType) -> DType:
   "`dt` if it is a float, else the default float: the result type of `exp`, `sqrt`, true division..."
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
+# %% ../nbs/01a_dtype.ipynb #9df1eed3
+def sum_acc_dtype(dt: DType) -> DType:
+  "What a sum accumulates in: at least int32 for ints and bools (uint32 for unsigned), at least float32 for floats."
+  if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
+  if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
+
 # %% ../nbs/01a_dtype.ipynb #95a4c0d8
+class DTypeError(TypeError, RuntimeError, AttributeError):
+  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
+  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
+
 def to_dtype(x) -> DType:
   "Accept a DType, a tinygrad-style name ('float32') or a numpy dtype."
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in DTYPES_DICT: return DTYPES_DICT[x]
+  if x is None or isinstance(x, str): raise DTypeError(f"unknown dtype {x!r}")  # numpy would read None as float64
   try: return dtypes.from_np(x)
-  except (TypeError, KeyError): raise TypeError(f"unknown dtype {x!r}") from None
+  except (TypeError, KeyError): raise DTypeError(f"unknown dtype {x!r}") from None

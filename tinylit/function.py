@@ -5,7 +5,7 @@
 # %% ../nbs/01b_function.ipynb #72debfd9
 from __future__ import annotations
 import math
-from .dtype import DType
+from .dtype import DType, dtypes, sum_acc_dtype
 from .helpers import argsort
 from .ops import Ops
 from .lazy import LazyBuffer
@@ -55,10 +55,12 @@ class ContiguousBackward(Function):
 
 # %% ../nbs/01b_function.ipynb #7d9623b1
 class Cast(Function):
+  "A change of dtype. Only floats carry gradients (as in torch): through a cast to an int or bool, the gradient is 0."
   def forward(self, x: LazyBuffer, dtype: DType) -> LazyBuffer:
-    self.input_dtype = x.dtype
+    self.input_dtype, self.to_float = x.dtype, dtypes.is_float(dtype)
     return x.cast(dtype)
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.cast(self.input_dtype)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return (grad if self.to_float else grad.const_like(0)).cast(self.input_dtype)
 
 # %% ../nbs/01b_function.ipynb #53a01ea2
 class Reciprocal(Function):
@@ -73,16 +75,21 @@ class Sin(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     self.x = x
     return x.alu(Ops.SIN)
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:  # cos(x) = sin(pi/2 - x)
-    return self.x.const_like(math.pi / 2).alu(Ops.ADD, self.x.alu(Ops.NEG)).alu(Ops.SIN).alu(Ops.MUL, grad)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    # cos(x) = 1 - 2*sin(x/2)^2. Not sin(pi/2 - x): for a large x, pi/2 - x rounds away the digits that matter
+    half = self.x.alu(Ops.MUL, self.x.const_like(0.5)).alu(Ops.SIN)
+    cos = self.x.const_like(1).alu(Ops.ADD, half.alu(Ops.MUL, half).alu(Ops.MUL, self.x.const_like(-2)))
+    return cos.alu(Ops.MUL, grad)
 
 # %% ../nbs/01b_function.ipynb #79359160
 class Relu(Function):
+  "max(x, 0), written `x < 0 ? 0 : x` so that a NaN, for which every comparison is false, passes through (as in torch)."
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.const_like(0).alu(Ops.CMPLT, x).alu(Ops.WHERE, x, x.const_like(0))
+    self.ret = x.alu(Ops.CMPLT, x.const_like(0)).alu(Ops.WHERE, x.const_like(0), x)
     return self.ret
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    return self.ret.const_like(0).alu(Ops.CMPLT, self.ret).alu(Ops.WHERE, grad, grad.const_like(0))
+    # the output is 0, positive or NaN; torch lets the gradient through everywhere but at 0
+    return self.ret.alu(Ops.CMPNE, self.ret.const_like(0)).alu(Ops.WHERE, grad, grad.const_like(0))
 
 # %% ../nbs/01b_function.ipynb #e67c0ec4
 class Log(Function):
@@ -116,9 +123,11 @@ class Sigmoid(Function):
 
 # %% ../nbs/01b_function.ipynb #9bda152a
 class Sign(Function):
+  "-1, 0 or 1; NaN stays NaN (`x != x` is true only for NaN)."
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     zero = x.const_like(0)
-    return x.alu(Ops.CMPNE, zero).alu(Ops.WHERE, x.alu(Ops.CMPLT, zero).alu(Ops.WHERE, x.const_like(-1), x.const_like(1)), zero)
+    sign = x.alu(Ops.CMPNE, zero).alu(Ops.WHERE, x.alu(Ops.CMPLT, zero).alu(Ops.WHERE, x.const_like(-1), x.const_like(1)), zero)
+    return x.alu(Ops.CMPNE, x).alu(Ops.WHERE, x, sign)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.const_like(0)
 
 # %% ../nbs/01b_function.ipynb #78457cbc
@@ -224,10 +233,12 @@ class Max(Function):
 # %% ../nbs/01b_function.ipynb #d0c14f2d
 # ---- movement: the gradient undoes the movement
 class Expand(Function):
+  "Broadcast size-1 axes; the gradient sums over them, in a wide enough accumulator (a half gradient sums in float32)."
   def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
     self.expanded_axis = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so)
     return x.expand(shape)
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.r(Ops.ADD, self.expanded_axis)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.cast(sum_acc_dtype(grad.dtype)).r(Ops.ADD, self.expanded_axis).cast(grad.dtype)
 
 # %% ../nbs/01b_function.ipynb #17dddbd5
 class Reshape(Function):
