@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from devices import DEVICES
+
 torch = pytest.importorskip("torch")
 from tinylit import Tensor, dtypes
 from tinylit.dtype import DTypeError
@@ -85,9 +87,9 @@ ERRORS = [
   ("Tensor.arange(INF, device=d)", ValueError, []),
   ("Tensor.eye(-1, device=d)", ValueError, []),
   ("Tensor.linspace(0, 1, -1, device=d)", ValueError, ["-1"]),
-  ("Tensor.empty(10**13, device=d).numpy()", MemoryError, []),
+  ("Tensor.empty(10**13, device=d).numpy()", NotImplementedError, ["(10000000000000,)", "32-bit"]),
   ("Tensor.rand(10**12, device=d)", MemoryError, []),
-  ("Tensor.arange(10**13, device=d)", MemoryError, []),
+  ("Tensor.arange(10**13, device=d)", NotImplementedError, ["(10000000000000,)", "32-bit"]),
   # reshape and friends
   ("x.reshape(-1, -1)", ArgumentError, ["reshape", "-1"]),
   ("x.reshape(-1, -1, 2)", RuntimeError, ["reshape"]),
@@ -345,7 +347,7 @@ def _run(code: str, device: str):
   return ret
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("code,exc,words", ERRORS, ids=[c for c, _, _ in ERRORS])
 def test_error(code, exc, words, device):
   with pytest.raises(exc) as info: _run(code, device)
@@ -537,14 +539,6 @@ def torch_env(device: str) -> dict:
   return dict(twins, T=torch, F=torch.nn.functional, np=np, NAN=NAN, INF=INF, math=math)
 
 
-def _cl_devices() -> list[str]:
-  try:
-    from tinylit.device import Device
-    Device["CL"]
-    return ["CL"]
-  except Exception: return []
-
-
 def _cl_has_half() -> bool:
   try: Tensor([1.0], device="CL").half().numpy()
   except RuntimeError: return False
@@ -556,7 +550,7 @@ def _reduction_max_keeps_nan(device: str) -> bool:
   return bool(np.isnan(Tensor([NAN, 1.0], device=device).max().numpy()))
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"] + _cl_devices())
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("code,ref,dtype", VALUES, ids=[c for c, _, _ in VALUES])
 def test_value(code, ref, dtype, device):
   if device == "CL" and "float16" in code and not _cl_has_half(): pytest.skip("this OpenCL device has no cl_khr_fp16")
@@ -579,7 +573,7 @@ NAN_REDUCE = [
 ]
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("code,ref", NAN_REDUCE, ids=[c for c, _ in NAN_REDUCE])
 def test_nan_through_reductions(code, ref, device):
   if not _reduction_max_keeps_nan(device): pytest.xfail("needs the renderer's NaN-keeping MAX reduction (chapter 7)")

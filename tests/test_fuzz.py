@@ -4,8 +4,7 @@ each; every chunk runs in a child process, so a crash is reported as a failure o
 
 Environment: FUZZ_N=<programs per device> (default: 240 on CPU, 320 on PYTHON, 80 on CL, whose PoCL compiles take
 ~1 s per program), FUZZ_SEED=<seed> (default 0), FUZZ_MINIMIZE=<distinct failures to shrink per chunk> (default 2).
-FUZZ_LOOSE=div accepts divisions within 2 ulp (tinylit computes a / b as a * (1/b), class 7 of the issue; set
-it to look past that class). A failure prints a standalone repro; at the desk,
+A failure prints a standalone repro; at the desk,
 `python tests/fuzz.py --device CPU -n 2000 --seed 7` runs a long batch, and `python tests/fuzz_triage.py ...`
 also minimizes every failure and sorts them into the known classes."""
 import os

@@ -10,15 +10,12 @@ import pytest
 
 from tinylit import Tensor, TinyJit, dtypes, nn
 from tinylit.device import Device
+from devices import DEVICES, devices, unavailable
 
 TESTS = str(Path(__file__).resolve().parent)
 
 
-def _available(dev: str) -> bool:
-  try:
-    Device[dev]
-    return True
-  except Exception: return False
+def _available(dev: str) -> bool: return unavailable(dev) is None
 
 
 def _has_half(dev: str) -> bool:
@@ -26,13 +23,8 @@ def _has_half(dev: str) -> bool:
   except Exception: return False
 
 
-def devices(*names):
-  "Parameters for these devices; one that can't open here is skipped with the reason."
-  return [pytest.param(d, marks=pytest.mark.skipif(not _available(d), reason=f"{d} device unavailable")) for d in names]
-
-
-ALL = devices("CPU", "PYTHON", "CL")
-COMPILED = devices("CPU", "CL")
+ALL = DEVICES
+COMPILED = devices(*[d for d in Device._devices if d != "PYTHON"])   # the devices that run generated code
 
 
 def in_child(case: str, *args, timeout: float = 120, env: dict | None = None) -> str:
@@ -236,7 +228,7 @@ def test_tensor_index_keeps_dtype(device, dtype):
 
 # ---- 10. gradients: a float condition in where, backward twice
 
-@pytest.mark.parametrize("device", devices("CPU", "PYTHON"))
+@pytest.mark.parametrize("device", DEVICES)
 def test_where_float_condition_grad(device):
   cond = Tensor(np.array([1., 0., 2.], np.float32), device=device, requires_grad=True)
   x = Tensor(np.array([1., 2., 3.], np.float32), device=device, requires_grad=True)
@@ -247,7 +239,7 @@ def test_where_float_condition_grad(device):
   assert cond.grad is None or not cond.grad.numpy().any(), "where has no gradient for its condition"
 
 
-@pytest.mark.parametrize("device", devices("CPU", "PYTHON"))
+@pytest.mark.parametrize("device", DEVICES)
 def test_backward_twice(device):
   x = Tensor(np.array([1., 2.], np.float32), device=device, requires_grad=True)
   loss = (x * x).sum()
@@ -264,7 +256,7 @@ def test_backward_twice(device):
 
 # ---- 11. a lazy value keeps the value it had when it was made, even if its input is updated in place
 
-@pytest.mark.parametrize("device", devices("CPU", "PYTHON"))
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["assign", "iadd", "sgd"])
 def test_read_after_inplace_update(device, how):
   a = Tensor(np.array([1., 2.], np.float32), device=device, requires_grad=how == "sgd").realize()
@@ -488,3 +480,31 @@ def test_cl_no_fma_contraction():
   tx, ty, tz = (Tensor(v, device="CL") for v in (x, y, z))
   equal((tx * ty - tx * ty).numpy(), np.zeros(256, np.float32), "x * y - x * y on CL")
   equal((tx * ty + tz).numpy(), x * y + z, "x * y + z on CL, rounded twice as in C")
+
+
+# ---- bool + bool is OR: C adds two trues up to 2, and a cast to float kept it (fuzzer, CPU seed 21)
+
+@pytest.mark.parametrize("device", ALL)
+def test_bool_add_mul(device):
+  a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+  ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+  equal((ta + tb).cast(dtypes.float32).numpy(), (a + b).astype(np.float32), "(a + b).float() on bools")
+  equal(((ta * tb) * 3.0).numpy(), (a * b) * np.float32(3.0), "(a * b) * 3.0 on bools")
+
+
+# ---- a / b under a pad: the lowerer's exact division needs the * and the 1/b side by side (fuzzer, seed 0)
+
+@pytest.mark.parametrize("device", ALL)
+def test_padded_division_exact(device):
+  x, y = np.array([5.0, 7.0, 10.0], np.float32), np.array([3.0, 3.0, 3.0], np.float32)
+  got = Tensor(x, device=device) / Tensor(y, device=device)
+  equal(got.pad(((1, 1),)).numpy(), np.pad(x / y, 1), "(x / y).pad(1)")
+  equal(Tensor.stack(got, Tensor(y, device=device), dim=1).numpy(), np.stack([x / y, y], 1), "stack(x / y, y)")
+
+
+# ---- int16 floor division at INT16_MIN: |a| overflows, the emulator's C division must not use it
+
+@pytest.mark.parametrize("device", ALL)
+def test_int_min_division(device):
+  a, b = np.array([-32768, -32768, -32768, 32767], np.int16), np.array([-4, 4, 3, -2], np.int16)
+  equal((Tensor(a, device=device) // Tensor(b, device=device)).numpy(), a // b, "int16 // at INT16_MIN")

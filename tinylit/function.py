@@ -13,7 +13,7 @@ from .lazy import LazyBuffer
 # %% auto #0
 __all__ = ['Function', 'Neg', 'Contiguous', 'ContiguousBackward', 'Cast', 'Reciprocal', 'Sin', 'Relu', 'Log', 'Exp', 'Sqrt',
            'Sigmoid', 'Sign', 'Less', 'Neq', 'Xor', 'BitwiseAnd', 'BitwiseOr', 'IDiv', 'Mod', 'Shl', 'Shr', 'Add',
-           'Mul', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape', 'Permute', 'Pad', 'Shrink', 'Flip']
+           'Mul', 'Div', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape', 'Permute', 'Pad', 'Shrink', 'Flip']
 
 # %% ../nbs/01b_function.ipynb #6ad0308e
 class Function:
@@ -96,7 +96,7 @@ class Log(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     self.x = x
     return x.alu(Ops.LOG2).alu(Ops.MUL, x.const_like(math.log(2)))
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.MUL, self.x.alu(Ops.RECIP))
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.FDIV, self.x)
 
 # %% ../nbs/01b_function.ipynb #a7e4ab42
 class Exp(Function):
@@ -110,7 +110,7 @@ class Sqrt(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     self.ret = x.alu(Ops.SQRT)
     return self.ret
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.MUL, self.ret.alu(Ops.MUL, self.ret.const_like(2)).alu(Ops.RECIP))
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.FDIV, self.ret.alu(Ops.MUL, self.ret.const_like(2)))
 
 # %% ../nbs/01b_function.ipynb #4df49bf2
 class Sigmoid(Function):
@@ -182,6 +182,16 @@ class Mul(Function):
     return (self.y.alu(Ops.MUL, grad) if self.needs_input_grad[0] else None,
             self.x.alu(Ops.MUL, grad) if self.needs_input_grad[1] else None)
 
+# %% ../nbs/01b_function.ipynb #d1v1de01
+class Div(Function):
+  "True division of floats, one correctly rounded FDIV: x * (1/y) would round twice (5/3 comes out 1 ulp high)."
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+    self.y, self.ret = y, x.alu(Ops.FDIV, y)
+    return self.ret
+  def backward(self, grad: LazyBuffer):   # d(x/y) = dx/y - (x/y)·dy/y
+    return (grad.alu(Ops.FDIV, self.y) if self.needs_input_grad[0] else None,
+            grad.alu(Ops.MUL, self.ret).alu(Ops.NEG).alu(Ops.FDIV, self.y) if self.needs_input_grad[1] else None)
+
 # %% ../nbs/01b_function.ipynb #20313cf9
 class Where(Function):
   def forward(self, cond: LazyBuffer, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
@@ -214,7 +224,7 @@ class Prod(Function):
     n_zeros = nonzero.alu(Ops.WHERE, zero, one).r(Ops.ADD, self.axis).expand(x.shape)
     # no zero: ret/x.  one zero: that slot gets the product of the others, the rest 0.  more: all 0
     one_zero = n_zeros.alu(Ops.CMPLT, x.const_like(2)).alu(Ops.WHERE, nonzero.alu(Ops.WHERE, zero, prod_safe), zero)
-    g = n_zeros.alu(Ops.CMPLT, one).alu(Ops.WHERE, prod_safe.alu(Ops.MUL, safe.alu(Ops.RECIP)), one_zero)
+    g = n_zeros.alu(Ops.CMPLT, one).alu(Ops.WHERE, prod_safe.alu(Ops.FDIV, safe), one_zero)
     return g.alu(Ops.MUL, grad.expand(x.shape))
 
 # %% ../nbs/01b_function.ipynb #d6595f14
@@ -228,7 +238,7 @@ class Max(Function):
     not_max = self.x.alu(Ops.CMPNE, self.ret.expand(self.x.shape))
     hits = not_max.alu(Ops.WHERE, grad.const_like(0), grad.const_like(1))
     count = hits.r(Ops.ADD, self.axis).expand(self.x.shape)
-    return hits.alu(Ops.MUL, count.alu(Ops.RECIP)).alu(Ops.MUL, grad)
+    return hits.alu(Ops.FDIV, count).alu(Ops.MUL, grad)
 
 # %% ../nbs/01b_function.ipynb #d0c14f2d
 # ---- movement: the gradient undoes the movement

@@ -326,10 +326,6 @@ lowerer = PatternMatcher([
   (UPat(Ops.CONST, src=(UPat(Ops.VIEW, name="view"),), name="x"), _lower_const),
   (UPat(Ops.VALID, src=(UPat(Ops.VIEW, name="view"),)), lambda ctx, view: ctx.index(view.arg)[1]),
   (UPat(Ops.REDUCE_AXIS, src=(UPat.var("src"),), name="x"), _lower_reduce),
-  # the Tensor layer divides as a * (1/b); one correctly rounded division is exact where that rounds twice.
-  # This runs before the constants are folded, so that x / 3 doesn't become x * 0.33333334f.
-  (UPat(Ops.MUL, dtype=dtypes.floats, src=[UPat.var("x"), UPat(Ops.RECIP, src=(UPat.var("d"),))]),
-   lambda ctx, x, d: x.alu(Ops.FDIV, d)),
 ])
 
 cleanup = PatternMatcher([

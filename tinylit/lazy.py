@@ -13,7 +13,7 @@ from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'readers', 'create_lazybuffer', 'LazyBuffer']
+__all__ = ['lazycache', 'readers', 'holders', 'create_lazybuffer', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -24,6 +24,9 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
     raise NotImplementedError(f"{what} over shape {shape}: {prod(shape)} elements, past the 32-bit indices tinylit's kernels use")
 # base -> the bases computed from it (weakly held): who must run before the base's memory is overwritten in place
 readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# base -> {id: Tensor} of the Tensors whose lazydata is it or a view of it (weakly held; chapter 1 registers them): a value somebody
+# can still ask for, so an in-place write must not leave it to be computed later from the overwritten memory
+holders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # %% ../nbs/02_lazy.ipynb #1744662b
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
@@ -66,6 +69,9 @@ class LazyBuffer:
   def pending_readers(self) -> list[LazyBuffer]:
     "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
     return [r for r in readers.get(self, ()) if r.realized is None]
+  def wanted(self, besides: set[LazyBuffer]) -> bool:
+    "Can this base still be asked for by anything but the bases in `besides`: a Tensor, or another live base?"
+    return bool(holders.get(self)) or any(r not in besides for r in readers.get(self, ()))
   def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     return self.is_unrealized_const() and all(v.mask is None for v in self.st.views)
@@ -129,8 +135,7 @@ class LazyBuffer:
       if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {[x.shape for x in srcs]} differ")
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[-1].dtype
     # constant folding: all constants, or adding 0 / multiplying by 1
-    # (not 1/c: the kernel turns a * (1/c) into an exact a / c, which needs the reciprocal unfolded, see chapter 6)
-    if op is not Ops.RECIP and all(s.is_unrealized_unmasked_const() for s in srcs):
+    if all(s.is_unrealized_unmasked_const() for s in srcs):
       return LazyBuffer.metaop(Ops.CONST, self.shape, out_dtype, self.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
     if op in (Ops.ADD, Ops.MUL) and out_dtype == self.dtype == srcs[1].dtype:
       neutral = 0 if op is Ops.ADD else 1

@@ -54,8 +54,10 @@ class GroupOp:
 def _trunc_div(a, b):
   "C integer division: rounds toward zero; dividing by zero gives 0 instead of crashing."
   safe_b = np.where(b == 0, 1, b)
-  q = np.abs(a) // np.abs(safe_b)
-  return np.where(b == 0, 0, np.where((a < 0) != (safe_b < 0), -q, q))
+  with np.errstate(over="ignore", divide="ignore"):   # INT_MIN / -1 wraps, as in the generated C
+    q = np.floor_divide(a, safe_b)                     # rounds down (|a| would overflow at INT_MIN)...
+    q = np.where((np.remainder(a, safe_b) != 0) & ((a < 0) != (safe_b < 0)), q + 1, q)   # ... so step back up
+  return np.where(b == 0, 0, q)
 
 # %% ../nbs/03_uop.ipynb #8dbea95f
 def _c_mod(a, b):
@@ -92,7 +94,7 @@ def _to_np(x, dtype: DType) -> np.ndarray:
   if arr.dtype == dtype.np: return arr
   if dtypes.is_int(dtype) and arr.dtype.kind == "f":
     arr = np.nan_to_num(np.trunc(arr), nan=0, posinf=0, neginf=0)
-    return arr.astype(np.int64).astype(dtype.np) if arr.ndim else np.asarray(int(arr)).astype(dtype.np)
+    with np.errstate(invalid="ignore"): return arr.astype(np.int64).astype(dtype.np)   # out of int64's range: x86's INT64_MIN
   if dtypes.is_int(dtype) and arr.dtype == object: return np.asarray(int(arr) & (2**64-1)).astype(np.uint64).astype(dtype.np)
   return arr.astype(dtype.np)
 
@@ -186,6 +188,7 @@ class UOp(metaclass=UOpMetaClass):
       return dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())  # it may wrap around: we know nothing
     return lo, hi
   def _bounds(self) -> tuple:
+    if self.dtype is None: return None, None   # not a value: a STORE, a BARRIER
     s = [x._min_max for x in self.src]
     if self.op is Ops.CONST: return (min(self.arg), max(self.arg)) if isinstance(self.arg, tuple) else (self.arg, self.arg)
     if self.op is Ops.RANGE: return 0, s[0][1] - 1

@@ -94,13 +94,20 @@ class KernelBuilder:
       # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
       self.scheduler.schedule_base(base)
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
-    # elementwise: the sources are read through the same view; padding must read as 0, whatever the op
+    # elementwise: the sources are read through the same view
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
-    # padding reads as 0; an op that turns 0 into something else (exp2, 1/x, <) must be masked back to 0
-    if base.op in GroupOp.UnsafePad and any(v.mask is not None for v in st.views):
+    # a padded view of an expression reads 0 in its border, but the expression is computed there from sources that
+    # read 0: exp2, 1/x or < would turn those into something else. One guard where the view pads, around all of it.
+    if lb is not base and any(v.mask is not None for v in lb.st.views) and self.unsafe_pad(base):
       ret = UOp(Ops.WHERE, base.dtype, (UOp(Ops.VALID, dtypes.bool, (UOp(Ops.VIEW, None, (), st),)), ret, UOp.const(base.dtype, 0)))
     return ret
+
+  def unsafe_pad(self, base: LazyBuffer) -> bool:
+    "Does the expression this kernel inlines for `base` hold an op that doesn't keep 0 at 0 (`GroupOp.UnsafePad`)?"
+    if base.op in GroupOp.UnsafePad: return True
+    return any(self.unsafe_pad(s.base) for s in base.srcs
+               if s.base.op not in (Ops.CONST, Ops.REDUCE_AXIS) and not self.scheduler.must_realize(s.base))
 
   def ast(self) -> UOp:
     shape = self.out.shape
@@ -141,8 +148,16 @@ class Scheduler:
   def costly(self, lb: LazyBuffer) -> bool:
     "Is the work a kernel would inline for `lb` worth computing once: a transcendental or a division, or 16+ ops?"
     fused = self.fused(lb)
-    return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
+    return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
       or len(fused) >= 16
+
+  def reading(self, bases: set[LazyBuffer], target: LazyBuffer) -> list[LazyBuffer]:
+    "The members of `bases` (a fused graph) that read `target`, directly or through other members."
+    memo: dict[LazyBuffer, bool] = {}
+    def reads(b: LazyBuffer) -> bool:
+      if b not in memo: memo[b] = any(s.base is target or (s.base in bases and reads(s.base)) for s in b.srcs)
+      return memo[b]
+    return [b for b in bases if reads(b)]
 
   def depends_on(self, lb: LazyBuffer, other: LazyBuffer) -> bool:
     "Is `other` in the not yet computed graph behind `lb`?"
@@ -168,6 +183,10 @@ class Scheduler:
         target, value = base.srcs[1].base, self.fused(base.srcs[0])
         for r in target.pending_readers():
           if r not in value and not self.depends_on(r, base): self.schedule_base(r)
+        # and so does a part of the value that reads the old contents, if anyone can still ask for it: in
+        # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
+        for r in self.reading(value, target):
+          if r.wanted(besides=value | {base}): self.schedule_base(r)
       builder = KernelBuilder(base, self)
       try: ast = builder.ast()
       except _OverlappingAssign:

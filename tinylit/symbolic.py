@@ -110,6 +110,9 @@ symbolic = PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("x"), UPat.var("x"))), lambda x: x),
   (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
   (UPat(Ops.CAST, name="x"), lambda x: x.src[0] if x.src[0].dtype == x.dtype else None),
+  # on bools, + is OR and * is AND: C would add two trues up to 2, which a later cast to float would keep
+  (UPat(Ops.ADD, dtype=dtypes.bool, name="x"), lambda x: UOp(Ops.OR, dtypes.bool, x.src)),
+  (UPat(Ops.MUL, dtype=dtypes.bool, name="x"), lambda x: UOp(Ops.AND, dtypes.bool, x.src)),
   # collect constants and like terms: (x+2)+3 -> x+5, (x*2)*3 -> x*6, x*2+x*3 -> x*5, x+x -> x*2. Integers only:
   # float arithmetic rounds after every op, so regrouping it changes the result ((x+1e8)-1e8 is not x)
   ((UPat.var("x") + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg) if _is_int(x) else None),

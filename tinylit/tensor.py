@@ -4,13 +4,14 @@
 
 # %% ../nbs/01_tensor.ipynb #b09dcf3d
 from __future__ import annotations
+import weakref
 from contextlib import ContextDecorator
 from typing import ClassVar
 import numpy as np
 from .dtype import DType, dtypes, to_dtype
 from .helpers import prod
 from .ops import Ops
-from .lazy import LazyBuffer
+from .lazy import LazyBuffer, holders
 from .device import Buffer, Device
 from .schedule import create_schedule
 from .realize import run_schedule
@@ -76,6 +77,14 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     self.lazydata: LazyBuffer = data if data.device == device else data.copy_to_device(device)
 
   # ---- properties
+  @property
+  def lazydata(self) -> LazyBuffer: return self._lazydata
+  @lazydata.setter
+  def lazydata(self, lb: LazyBuffer) -> None:
+    # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
+    self._lazydata = lb
+    # by id: a WeakSet would compare two tensors with ==, which is elementwise here
+    holders.setdefault(lb.base, weakref.WeakValueDictionary())[id(self)] = self
   @property
   def device(self) -> str: return self.lazydata.device
   @property

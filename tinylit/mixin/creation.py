@@ -10,7 +10,7 @@ import numpy as np
 from ..dtype import dtypes, to_dtype
 from ..helpers import argfix, prod
 from ..ops import Ops
-from ..lazy import LazyBuffer
+from ..lazy import LazyBuffer, _check_size
 from ..device import Device
 from . import ArgumentError, _check_shape
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -47,6 +47,7 @@ class CreationMixin:
     if stop is None: start, stop = 0, start
     if step == 0: raise ArgumentError("arange: step must not be 0")
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    if all(math.isfinite(x) for x in (start, stop, step)): _check_size((max(0, math.ceil((stop - start) / step)),), "arange")
     return cls(np.arange(start, stop, step).astype(to_dtype(dtype).np), **kwargs)
   @classmethod
   def linspace(cls, start, stop, steps: int, **kwargs) -> Tensor:

@@ -53,7 +53,7 @@ class ArithmeticMethods:
     if rounding_mode == "floor": return a.floordiv(b)
     if rounding_mode is not None: raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
-    return F.Mul.apply(a, F.Reciprocal.apply(b))
+    return F.Div.apply(a, b)
   def idiv(self, x, reverse=False) -> Tensor:
     "Integer division rounding toward zero (C's `/`)."
     a, b = self._broadcasted(x, reverse, op="idiv")
@@ -103,8 +103,9 @@ class ArithmeticMethods:
     magnitude = (exponent * zero.where(1, base).abs().log()).exp()          # |b|**e, with 0 kept out of the log
     whole = exponent == exponent.trunc()
     odd = whole & ((exponent * 0.5) != (exponent * 0.5).trunc())
-    # a negative base: the sign of (-1)**e for a whole e, else NaN (as a factor, so that the gradient is NaN there too)
-    sign = (base < 0).where(whole.where(odd.where(-1.0, 1.0), math.nan), 1.0).cast(base.dtype).detach()
+    # a negative base: the sign of (-1)**e for a whole e, else NaN (as a factor, so that the gradient is NaN there too);
+    # -inf is the exception, as in C's pow: (-inf)**1.5 is inf
+    sign = (base < 0).where(whole.where(odd.where(-1.0, 1.0), (base == -math.inf).where(1.0, math.nan)), 1.0).cast(base.dtype).detach()
     at_zero = (exponent == 0).where(1.0, (exponent > 0).where(0.0, (exponent < 0).where(math.inf, math.nan))).cast(base.dtype)
     ret = zero.where(at_zero, magnitude * sign)
     return ((exponent == 0) | (base == 1)).detach().where(1.0, ret)        # x**0, nan**0 and 1**nan are 1
@@ -280,9 +281,11 @@ class MathMethods:
     return (self > t).where(t + 1, t) if dtypes.is_float(self.dtype) else self
   def round(self) -> Tensor:
     "Round half to even, as numpy and torch do."
-    b = (self + 0.5).floor()
-    half = (self + 0.5) == b
-    return (half & ((b % 2) != 0)).where(b - 1, b) if dtypes.is_float(self.dtype) else self
+    if not dtypes.is_float(self.dtype): return self
+    # x - floor(x) is exact, x + 0.5 is not: past 2**23 (float32) it would round before floor sees it
+    f = self.floor()
+    frac = self - f
+    return ((frac > 0.5) | ((frac == 0.5) & ((f % 2) != 0))).where(f + 1, f)
   def clip(self, min_=None, max_=None) -> Tensor:
     "Limit to [min_, max_] (either may be None); NaN stays NaN."
     if min_ is None and max_ is None: raise ArgumentError("clip: at least one of min_ and max_ must be given")

@@ -246,7 +246,7 @@ class IndexMethods:
       positions = T.arange(sizes[k], device=self.device).reshape((1,) * nb + tuple(sizes[k] if j == k else 1 for j in range(nk)))
       h = idx.reshape(b_shape + (1,) * nk) == positions
       hit = h if hit is None else hit & h
-    return self.permute(*dims, *rest), b_shape, hit.reshape(hit.shape + (1,) * len(rest)), dims
+    return self.permute(dims + rest), b_shape, hit.reshape(hit.shape + (1,) * len(rest)), dims
   @staticmethod
   def _placement(dims: list, nb: int, ndim: int) -> list:
     "numpy's rule: adjacent index tensors put their broadcast shape where the indexed axes were; others go first."
@@ -259,7 +259,7 @@ class IndexMethods:
     nb, nk = len(b_shape), len(dims)
     x = x.reshape((1,) * nb + x.shape)
     out = hit.where(x, x.zeros_like())._sum_picked(tuple(range(nb, nb + nk)))
-    return out.permute(*self._placement(dims, nb, out.ndim))
+    return out.permute(self._placement(dims, nb, out.ndim))
   def _sum_picked(self, axis) -> Tensor:
     """Sum over `axis` where at most one element is nonzero (a one-hot pick), in the tensor's own dtype: that sum
     can't overflow, and a uint8 or bool table must give uint8 or bool back, not the widened dtype of `sum`."""
@@ -286,7 +286,7 @@ class IndexMethods:
     nb, nk, rest_shape = len(b_shape), len(dims), x.shape[len(dims):]
     placement = self._placement(dims, nb, nb + len(rest_shape))
     gathered = tuple((b_shape + rest_shape)[p] for p in placement)
-    v = v._broadcast_to_index(gathered, "setitem").permute(*argsort(placement)).reshape(b_shape + (1,) * nk + rest_shape)
+    v = v._broadcast_to_index(gathered, "setitem").permute(argsort(placement)).reshape(b_shape + (1,) * nk + rest_shape)
     order = T.arange(1, prod(b_shape) + 1, device=self.device).reshape(b_shape + (1,) * (nk + len(rest_shape)))
     b_axes = tuple(range(nb))
     last = hit.where(order, 0).max(b_axes, keepdim=True) if nb else hit.where(order, 0)   # which tuple writes last

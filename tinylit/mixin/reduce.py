@@ -29,6 +29,8 @@ class ReduceMethods:
     ret = self.cast(sum_acc_dtype(self.dtype) if acc_dtype is None else acc_dtype)._reduce(F.Sum, axis, keepdim)
     return ret.cast(self.dtype) if acc_dtype is None and self.dtype == dtypes.float16 else ret
   def prod(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
+    "Product over `axis`, in the tensor's dtype; halves multiply in float32 (as torch's do), so the order of the products can't overflow."
+    if acc_dtype is None and self.dtype == dtypes.float16: return self.float()._reduce(F.Prod, axis, keepdim).cast(self.dtype)
     return self.cast(self.dtype if acc_dtype is None else acc_dtype)._reduce(F.Prod, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(F.Max, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
@@ -145,7 +147,7 @@ class MatmulMethods:
     order = list(output) + sorted(set(letters) - set(output))   # output letters first, summed ones after
     aligned = []
     for spec, x in zip(specs, xs):
-      x = x.permute(*sorted(range(len(spec)), key=lambda i: order.index(spec[i])))
+      x = x.permute(sorted(range(len(spec)), key=lambda i: order.index(spec[i])))
       aligned.append(x.reshape(tuple(x.shape[sorted(spec, key=order.index).index(c)] if c in spec else 1 for c in order)))
     ret = aligned[0]
     for a in aligned[1:]: ret = ret * a
