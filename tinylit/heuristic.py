@@ -76,18 +76,33 @@ def _copies(k: Kernel) -> int:
 
 # %% ../nbs/06b_heuristic.ipynb #bf054dcf
 def _gpu_optimizations(k: Kernel) -> Kernel:
-  """Workgroups: a reduce with few outputs is split across the threads of a group (GROUPTOP); outputs get threads
-  (LOCAL), most for axes some input doesn't move along; a short vector where reads are consecutive."""
+  """Workgroups. A reduce along consecutive elements, or into few outputs, is shared by the threads of a group
+  (GROUP: neighbouring threads read neighbouring elements); a matmul-like kernel gets a 4 x 4 register tile; a short
+  vector where reads are consecutive; then threads (LOCAL), first for axes some input doesn't move along."""
   out_size = prod(k.full_shape[:k.first_reduce])
-  if k.reduceop is not None and out_size <= 2048:
-    for sz in (256, 16) if out_size <= 32 else (16,):
-      if _try(k, Opt(OptOps.GROUPTOP, 0, sz)): break
+  reuse = [a for a in range(k.first_reduce) if 0 in _strides(k, a)]   # outputs that share an input: a matmul's
+  if k.reduceop is not None and (out_size <= 2048 or (1 in _strides(k, k.first_reduce) and not reuse)):
+    for sz in (256, 128, 64, 32, 16):
+      if _try(k, Opt(OptOps.GROUP, 0, sz)): break
+  elif k.reduceop is not None and not reuse:
+    # a reduce across rows (a column sum): neighbouring threads take neighbouring outputs, and 16 threads share
+    # each output's rows, so that there are enough threads to keep the memory busy
+    _try(k, Opt(OptOps.GROUP, 0, 16))
+  elif k.reduceop is not None:
+    # each thread computes a 4 x 4 tile: 8 loads serve 16 multiply-adds (chapter 6b's register tile, GPU-sized)
+    for a in sorted(reuse, key=lambda a: -k.full_shape[a])[:2]: _try(k, Opt(OptOps.UPCAST, a, 4))
+    _try(k, Opt(OptOps.UNROLL, 0, 4))
   if (va := _vector_axis(k)) is not None and k.axis_kinds()[va[0]] == "global":
     _try(k, Opt(OptOps.UPCAST, va[0], min(va[1], 4)))
-  # local threads: up to 128 per group, broadcast axes first (their input is shared by the group)
+  # threads: up to 128 per group (a group reduce's count too), one LOCAL per axis, broadcast axes first (the
+  # threads share what they read); the first axis chosen becomes threadIdx.x, whose neighbours read neighbours
+  done: set[int] = set()
   for _ in range(3):
-    local = prod(k.full_shape[k.global_dims:k.first_reduce])
-    choices = [(0 not in _strides(k, a), -a, a, s) for a in range(k.thread_dims, k.global_dims)
-               for s in (32, 16, 8, 4, 2) if k.full_shape[a] % s == 0 and local * s <= 128]
-    if not choices or not _try(k, Opt(OptOps.LOCAL, min(choices)[2], max(c[3] for c in choices if c[2] == min(choices)[2]))): break
+    threads = prod(k.full_shape[k.global_dims:k.first_reduce + k.group_for_reduces])
+    choices = [(0 not in _strides(k, a), -a, a, s) for a in range(k.thread_dims, k.global_dims) if a not in done
+               for s in (128, 64, 32, 16, 8, 4, 2) if k.full_shape[a] % s == 0 and threads * s <= 128]
+    if not choices: break
+    axis = min(choices)[2]
+    if not _try(k, Opt(OptOps.LOCAL, axis, max(c[3] for c in choices if c[2] == axis))): break
+    done.add(axis)
   return k
