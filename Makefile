@@ -90,8 +90,9 @@ nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), 
 readme: setup ## write README.md from nbs/index.ipynb (without Quarto)
 	$(BIN)/python tools/build_docs.py readme
 
-bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes)
+bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch
 	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)
+	$(BIN)/python benchmarks/bench_cuda.py
 
 lint: setup ## ruff over the whole repo (config: ruff.toml)
 	$(BIN)/ruff check .

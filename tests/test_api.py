@@ -4,7 +4,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from tinylit import Tensor, dtypes
 
-DEVICES = ["CPU", "PYTHON"]
+from devices import DEVICES
 X = np.random.default_rng(0).standard_normal((4, 5, 6)).astype(np.float32)
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -98,14 +98,7 @@ def test_autograd_bookkeeping():
   assert set(np.unique(d)) <= {0.0, 2.0} and 400 < (d == 0).sum() < 600
   np.testing.assert_array_equal(Tensor.ones(5).dropout(0.5).numpy(), np.ones(5))
 
-def _devices_with_cl():
-  try:
-    from tinylit.device import Device
-    Device["CL"]
-    return DEVICES + ["CL"]
-  except Exception: return DEVICES
-
-@pytest.mark.parametrize("device", _devices_with_cl())
+@pytest.mark.parametrize("device", DEVICES)
 def test_where_with_a_float_condition_that_requires_grad(device):
   "The condition gets no gradient (it only chooses); x and y get theirs, as in torch with cond.bool()."
   c0, x0, y0 = [1.0, 0.0, -2.0, 0.5], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]
@@ -117,7 +110,7 @@ def test_where_with_a_float_condition_that_requires_grad(device):
   np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
   np.testing.assert_array_equal(y.grad.numpy(), ty.grad.numpy())
 
-@pytest.mark.parametrize("device", _devices_with_cl())
+@pytest.mark.parametrize("device", DEVICES)
 def test_backward_retain_graph_accumulates_once_per_call(device):
   "Each backward(retain_graph=True) adds exactly one gradient, also through intermediates used twice."
   def run(lib, t):

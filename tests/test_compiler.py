@@ -3,6 +3,7 @@ cache, the JIT, and the PYTHON device's bounds checks."""
 import numpy as np
 import pytest
 from tinylit import Tensor
+from devices import DEVICES, unavailable
 from tinylit.helpers import Context
 from tinylit.device import GlobalCounters
 from tinylit.jit import TinyJit, JitError
@@ -45,7 +46,7 @@ def test_compile_cache_reuses_programs():
   (Tensor.rand(5, 7) * 3 + 1).realize()                 # same AST, other buffers
   assert len(method_cache) == before
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_jit_replays_with_new_inputs(device):
   w = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3), device=device)
   @TinyJit
@@ -68,7 +69,7 @@ def test_python_device_catches_out_of_bounds():
   from tinylit.ops import UOp, Ops
   from tinylit.dtype import dtypes
   from tinylit.renderer import PythonRenderer
-  from tinylit.runtime import PythonProgram
+  from tinylit.runtime.ops_python import PythonProgram
   from tinylit.device import Buffer
   buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
   rng = UOp.range(5, 0)
@@ -84,7 +85,7 @@ def test_done_when_of_the_foundation_issue():
   A, B, C = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((4, 5), dtype=np.float32), rng.standard_normal(5, dtype=np.float32)
   z = A @ B + C
   mask = (z > 0).astype(np.float32)
-  for device in ["CPU", "PYTHON"]:
+  for device in [d for d in ("CPU", "PYTHON", "CL", "CUDA") if unavailable(d) is None]:
     a, b, c = [Tensor(x, device=device, requires_grad=True) for x in (A, B, C)]
     out = (a @ b + c).relu().sum()
     out.backward()

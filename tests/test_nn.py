@@ -6,7 +6,7 @@ from tinylit import Tensor, nn
 from tinylit.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 from test_ops import kernels_bind_many_buffers
 
-DEVICES = ["CPU", "PYTHON"]
+from devices import DEVICES
 rng = np.random.default_rng(0)
 
 def close(a, b, atol=1e-5, rtol=1e-4): np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)

@@ -1,21 +1,22 @@
 """The optimizer must never change a result: random valid sequences of opts on a corpus of kernels (elementwise,
 reduces over each axis, matmuls whose sizes aren't multiples of the vector width, padded and masked views, int, bool
-and half dtypes), each checked against the same kernel with no opts (NOOPT), on CPU and PYTHON.
+and half dtypes), each checked against the same kernel with no opts (NOOPT), on every device this machine has.
 
-CI runs OPT_FUZZ_N cases in all (default 2000: 700 on CPU, whose every case runs the C compiler, 1300 on PYTHON),
-split into chunks for xdist; more at the desk with `OPT_FUZZ_N=20000 OPT_FUZZ_SEED=7 pytest tests/test_opts.py`.
+CI runs OPT_FUZZ_N cases per machine (default 2000: 700 on CPU, whose every case runs the C compiler, 1000 on
+PYTHON, 40 on CL, whose PoCL compiles take seconds; a GPU gets 700), split into chunks for xdist; more at the desk with `OPT_FUZZ_N=20000 OPT_FUZZ_SEED=7 pytest tests/test_opts.py`.
 A failure names the kernel, the opts and the seed."""
 import os, random
 import numpy as np
 import pytest
 from tinylit import Tensor, dtypes
+from devices import DEVICES, has_half
 from tinylit.helpers import prod
 from tinylit.device import Device
 from tinylit.kernel import Kernel, KernelOptError, Opt, OptOps
 from tinylit.realize import CompiledRunner, get_program, run_schedule
 
 N = int(os.getenv("OPT_FUZZ_N", "2000"))
-SHARE = {"CPU": 0.35, "PYTHON": 0.65}
+SHARE = {"CPU": 0.35, "PYTHON": 0.5, "CL": 0.02}   # of N, per device; CUDA: as CPU
 SEED = int(os.getenv("OPT_FUZZ_SEED", "0"))
 CHUNKS = 4
 
@@ -88,13 +89,14 @@ def close(got: np.ndarray, ref: np.ndarray) -> bool:
   tol = 1e-2 if ref.dtype == np.float16 else 1e-4
   return bool(np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=tol, atol=tol * (1 + np.nanmax(np.abs(ref), initial=0)), equal_nan=True))
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_random_opts_match_noopt(device, chunk):
   rng = random.Random(f"{SEED}-{device}-{chunk}")
-  tried, cases = 0, int(N * SHARE[device]) // CHUNKS
+  tried, cases = 0, int(N * SHARE.get(device, 0.35)) // CHUNKS
+  names = sorted(n for n in CORPUS if "half" not in n or has_half(device))
   for case in range(cases):
-    name = rng.choice(sorted(CORPUS))
+    name = rng.choice(names)
     data_rng = np.random.default_rng(rng.randrange(2**32))
     sched = CORPUS[name](device, data_rng).schedule()
     *before, si = sched

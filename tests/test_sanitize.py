@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(LIBASAN is None, reason="gcc's libasan.so is not
 
 
 def run_sanitized(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-  env = {**os.environ, "CPU_SANITIZE": "1", "LD_PRELOAD": LIBASAN or "",
+  env = {**os.environ, "CPU_SANITIZE": "1", "TEST_DEVICES": "CPU,PYTHON", "LD_PRELOAD": LIBASAN or "",
          "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:print_summary=1",
          "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1", "PYTHONFAULTHANDLER": "1"}
   env.pop("PYTEST_XDIST_WORKER", None)

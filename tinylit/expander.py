@@ -135,8 +135,21 @@ def _devectorize_store(ctx: ExpandContext, x: UOp, idx: UOp, val: UOp) -> UOp | 
   return UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (UOp(Ops.INDEX, idx.dtype.scalar(), (buf, base + i, *idx.src[2:])), gep(val, i)))
                                    for i in range(idx.dtype.count)))
 
+def _devectorize_acc(ctx: ExpandContext, x: UOp) -> UOp | None:
+  "An accumulator of a vector type the device lacks (CUDA has no bool2) becomes one accumulator per lane."
+  if x.dtype.count == 1 or ctx.opts.supports_vector(x): return None
+  return UOp(Ops.VECTORIZE, x.dtype, tuple(UOp(Ops.DEFINE_ACC, x.dtype.scalar(), (gep(x.src[0], i), *x.src[1:]), (x.arg, i))
+                                           for i in range(x.dtype.count)))
+
+def _devectorize_assign(ctx: ExpandContext, x: UOp) -> UOp | None:
+  if x.dtype.count == 1 or ctx.opts.supports_vector(x): return None
+  return UOp(Ops.VECTORIZE, x.dtype, tuple(UOp(Ops.ASSIGN, x.dtype.scalar(), (gep(x.src[0], i), gep(x.src[1], i)))
+                                           for i in range(x.dtype.count)))
+
 devectorize = PatternMatcher([
   (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), _devectorize_alu),
+  (UPat(Ops.DEFINE_ACC, name="x"), _devectorize_acc),
+  (UPat(Ops.ASSIGN, name="x"), _devectorize_assign),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), _devectorize_load),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("val")), name="x"), _devectorize_store),
 ])

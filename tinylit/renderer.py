@@ -27,7 +27,8 @@ class Renderer:
   threads: int = 1             # how many
   local_max: int = 1024        # threads in a workgroup, at most
   shared_max: int = 32768      # bytes of shared memory, at most
-  max_global_dims: int | None = None
+  global_max: tuple[int, ...] = (2**31 - 1,) * 3   # the grid of workgroups: at most this long in each dimension
+  local_dims_max: tuple[int, ...] = (1024, 1024, 64)   # the threads of one workgroup, per dimension
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
@@ -57,17 +58,20 @@ def count_ops(uops: list[UOp], renderer: Renderer) -> int:
   return total
 
 # %% ../nbs/07_render.ipynb #9826ea25
-def _thread_dims(sizes: list[int], max_dims: int) -> tuple[list[tuple[int, int, int | None]], tuple[int, ...]]:
+def _thread_dims(sizes: list[int], max_sizes: tuple[int, ...]) -> tuple[list[tuple[int, int, int | None]], tuple[int, ...]]:
   """For global loops of `sizes` (outermost first): each loop's (grid dimension, divisor, modulus), and the grid.
-  The innermost loop is dimension 0. If there are more loops than `max_dims`, the outermost ones share the last
-  dimension, and loop i's index is `(id / product of the sharing loops inside it) % size_i`."""
+  The innermost loop is dimension 0. If there are more loops than dimensions, the outermost ones share the last
+  one, and loop i's index is `(id / product of the sharing loops inside it) % size_i`. A grid too long in some
+  dimension (CUDA's y and z stop at 65535) uses fewer dimensions, sharing more."""
   n = len(sizes)
-  shared = max(n - max_dims + 1, 1)  # how many outer loops share dimension n - shared
-  dims = [(n - shared, math.prod(sizes[i + 1:shared]), s if i > 0 else None) if i < shared else (n - 1 - i, 1, None)
-          for i, s in enumerate(sizes)]
-  grid = [1] * max_dims
-  for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
-  return dims, tuple(grid)
+  for max_dims in range(len(max_sizes), 0, -1):
+    shared = max(n - max_dims + 1, 1)  # how many outer loops share dimension n - shared
+    dims = [(n - shared, math.prod(sizes[i + 1:shared]), s if i > 0 else None) if i < shared else (n - 1 - i, 1, None)
+            for i, s in enumerate(sizes)]
+    grid = [1] * len(max_sizes)
+    for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
+    if all(g <= m for g, m in zip(grid, max_sizes)): return dims, tuple(grid)
+  raise ValueError(f"loops of sizes {sizes} don't fit a grid of at most {max_sizes}")
 
 def launch_dims(uops: list[UOp], renderer: Renderer) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
   """The launch: (global_size, local_size). On a GPU-style device the global axes are the grid of workgroups and the
@@ -76,7 +80,7 @@ def launch_dims(uops: list[UOp], renderer: Renderer) -> tuple[tuple[int, ...] | 
   if renderer.has_local:
     glob = [r.src[0].arg for r in rngs if r.arg[1] == "global"]
     loc = [r.src[0].arg for r in rngs if r.arg[1] in ("local", "group")]
-    return _thread_dims(glob, renderer.max_global_dims or 3)[1], (_thread_dims(loc, 3)[1] if loc else None)
+    return _thread_dims(glob, renderer.global_max)[1], (_thread_dims(loc, renderer.local_dims_max)[1] if loc else None)
   threads = [r.src[0].arg for r in rngs if r.arg[1] == "thread"]
   return ((threads[0], 1, 1) if threads else None), None
 
@@ -271,8 +275,8 @@ class CStyleLanguage(Renderer):
     # each global (and local) range's grid dimension, and divisor/modulus where several share one: see _thread_dims
     rngs = sorted([u for u in uops if u.op is Ops.RANGE], key=lambda r: r.arg[0])
     glob, loc = [r for r in rngs if r.arg[1] == "global"], [r for r in rngs if r.arg[1] in ("local", "group")]
-    self.global_dims = dict(zip(glob, _thread_dims([r.src[0].arg for r in glob], self.max_global_dims or 3)[0]))
-    self.local_dims = dict(zip(loc, _thread_dims([r.src[0].arg for r in loc], 3)[0]))
+    self.global_dims = dict(zip(glob, _thread_dims([r.src[0].arg for r in glob], self.global_max)[0]))
+    self.local_dims = dict(zip(loc, _thread_dims([r.src[0].arg for r in loc], self.local_dims_max)[0]))
     written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE}
     bufs, body, depth, counters = [], [], 1, Counter()
     def fresh(prefix: str) -> str:
@@ -304,7 +308,8 @@ class CStyleLanguage(Renderer):
     return self.preamble(uops) + self.render_kernel(name, body, bufs, uops)
 
 # %% ../nbs/07_render.ipynb #a08fad80
-_VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP}
+# ops with vector forms in C and OpenCL: arithmetic, and an accumulator of partial sums (DEFINE_ACC and its ASSIGN)
+_VECTOR_ALU = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.DEFINE_ACC, Ops.ASSIGN}
 
 def _aligned(idx: UOp, width: int) -> bool:
   "Is this element index a multiple of `width` for every value of its ranges (so a `width`-wide load is aligned)?"
@@ -351,7 +356,6 @@ class OpenCLRenderer(CStyleLanguage):
   global axes and one work-item per element of the local ones)."""
   device = "CL"
   has_local = has_shared = True
-  max_global_dims = 3
   vector_widths = (2, 4, 8)  # OpenCL has 16 too, but PoCL's LLVM (3.0 here) aborts the process compiling float16
   kernel_prefix = "__kernel "
   buffer_prefix = "__global "
@@ -386,7 +390,7 @@ class CUDARenderer(CStyleLanguage):
   `float2` have no arithmetic: vectors are only loads and stores of 16 (or 8) aligned bytes, split into lanes for math."""
   device = "CUDA"
   has_local = has_shared = True
-  max_global_dims = 3
+  global_max = (2**31 - 1, 65535, 65535)   # blockIdx.y and .z stop at 65535
   vector_widths = (2, 4)
   def supports_vector(self, u: UOp) -> bool:
     # a float4 load or store must be 16-byte aligned: the element index a multiple of 4 (buffers start aligned)
@@ -417,12 +421,11 @@ class MetalRenderer(CStyleLanguage):
   "Metal Shading Language: rendered on any machine, compiled only on a Mac. Its vector types have arithmetic."
   device = "METAL"
   has_local = has_shared = True
-  max_global_dims = 3
   vector_widths = (2, 4)
   def supports_vector(self, u: UOp) -> bool:
     if (mem := _vector_memory(u)) is not None:   # device float4 loads and stores must be aligned, as in CUDA
       return mem[0] in (dtypes.float32, dtypes.int32) and _aligned(mem[1].src[1], mem[1].dtype.count)
-    return u.op in _VECTOR_ALU and u.dtype.scalar() == dtypes.float32
+    return u.op in _VECTOR_ALU and u.dtype.scalar() == dtypes.float32   # its float4 has arithmetic
   def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"{self.render_dtype(dt)}({','.join(lanes)})"
   kernel_prefix = "kernel "
   buffer_prefix = "device "
