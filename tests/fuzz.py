@@ -1071,10 +1071,11 @@ class Gen:
     "Constant tensors (no buffer: the compiler folds them) mixed into the program."
     shape = self.vals[self.pick()].shape if self.vals and self.chance(0.7) else self.shape()
     d = self.dtype()
-    value = self.scalar(d)
+    # a fill value must fit its dtype (tinylit refuses Tensor.full((2,), -1, dtype=dtypes.uint8), as torch does)
+    value = as_const(self.scalar(d), d)
     if self.chance(0.3) and self.vals:
       a = self.pick(lambda r: r.dtype != "bool")
-      if a is not None: return self.emit("full_like", (a,), value=self.scalar(self.vals[a].dtype))
+      if a is not None: return self.emit("full_like", (a,), value=as_const(self.scalar(self.vals[a].dtype), self.vals[a].dtype))
     return self.emit("full", (), shape=tuple(shape), value=value, dtype=d if self.chance(0.8) else None)
 
   def g_realize(self):

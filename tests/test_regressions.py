@@ -10,7 +10,7 @@ import pytest
 
 from tinylit import Tensor, TinyJit, dtypes, nn
 from tinylit.device import Device
-from devices import DEVICES, devices, unavailable
+from devices import DEVICES, devices, skip_without_half, unavailable
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -508,3 +508,35 @@ def test_padded_division_exact(device):
 def test_int_min_division(device):
   a, b = np.array([-32768, -32768, -32768, 32767], np.int16), np.array([-4, 4, 3, -2], np.int16)
   equal((Tensor(a, device=device) // Tensor(b, device=device)).numpy(), a // b, "int16 // at INT16_MIN")
+
+
+# ---- maximum of the smallest subnormal with itself: the tie branch's x*0.5 + y*0.5 rounded it to 0 (CPU seed 51)
+
+@pytest.mark.parametrize("device", ALL)
+@pytest.mark.parametrize("dt", [np.float16, np.float32])
+def test_maximum_subnormal_tie(device, dt):
+  if dt == np.float16: skip_without_half(device)
+  tiny = np.array([np.finfo(dt).smallest_subnormal, -np.finfo(dt).smallest_subnormal, 3], dt)
+  t = Tensor(tiny, device=device)
+  equal(t.maximum(t).numpy(), tiny, "maximum(x, x) at the smallest subnormal")
+  equal(t.minimum(t).numpy(), tiny, "minimum(x, x) at the smallest subnormal")
+
+
+# ---- int minimum at the ends of the range: -x overflows at INT_MIN and for unsigned ints, ~x doesn't
+
+@pytest.mark.parametrize("device", ALL)
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.uint32])
+def test_int_minimum_extremes(device, dt):
+  lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+  a, b = np.array([lo, hi, 0, 5], dt), np.array([hi, lo, 1, 5], dt)
+  equal(Tensor(a, device=device).minimum(Tensor(b, device=device)).numpy(), np.minimum(a, b), f"{dt.__name__} minimum")
+
+
+# ---- float64 floor past 2**31: trunc cast through int32 and kept the fraction (PYTHON seed 52)
+
+@pytest.mark.parametrize("device", ALL)
+def test_float64_floor_large(device):
+  x = np.array([-2247581227.142857, 7158278826.666667, -0.5, 2.5, 1e300, -2.0**52 - 1.0], np.float64)
+  t = Tensor(x, device=device)
+  for name in ("floor", "ceil", "trunc", "round"):
+    equal(getattr(t, name)().numpy(), getattr(np, name)(x), f"float64 {name}")

@@ -13,7 +13,8 @@ from .lazy import LazyBuffer
 # %% auto #0
 __all__ = ['Function', 'Neg', 'Contiguous', 'ContiguousBackward', 'Cast', 'Reciprocal', 'Sin', 'Relu', 'Log', 'Exp', 'Sqrt',
            'Sigmoid', 'Sign', 'Less', 'Neq', 'Xor', 'BitwiseAnd', 'BitwiseOr', 'IDiv', 'Mod', 'Shl', 'Shr', 'Add',
-           'Mul', 'Div', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape', 'Permute', 'Pad', 'Shrink', 'Flip']
+           'Mul', 'Div', 'Maximum', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape', 'Permute', 'Pad', 'Shrink',
+           'Flip']
 
 # %% ../nbs/01b_function.ipynb #6ad0308e
 class Function:
@@ -191,6 +192,17 @@ class Div(Function):
   def backward(self, grad: LazyBuffer):   # d(x/y) = dx/y - (x/y)·dy/y
     return (grad.alu(Ops.FDIV, self.y) if self.needs_input_grad[0] else None,
             grad.alu(Ops.MUL, self.ret).alu(Ops.NEG).alu(Ops.FDIV, self.y) if self.needs_input_grad[1] else None)
+
+class Maximum(Function):
+  "Elementwise max, one MAX op (a NaN on either side wins: the renderer's rule); where x == y each gets half the gradient."
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+    self.x, self.y = x, y
+    return x.alu(Ops.MAX, y)
+  def backward(self, grad: LazyBuffer):
+    half, zero = grad.alu(Ops.MUL, grad.const_like(0.5)), grad.const_like(0)
+    tie = self.x.alu(Ops.CMPNE, self.y).alu(Ops.WHERE, zero, half)   # a NaN is unequal to all: no gradient there
+    return (self.y.alu(Ops.CMPLT, self.x).alu(Ops.WHERE, grad, tie) if self.needs_input_grad[0] else None,
+            self.x.alu(Ops.CMPLT, self.y).alu(Ops.WHERE, grad, tie) if self.needs_input_grad[1] else None)
 
 # %% ../nbs/01b_function.ipynb #20313cf9
 class Where(Function):

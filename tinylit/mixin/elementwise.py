@@ -112,16 +112,14 @@ class ArithmeticMethods:
   def maximum(self, x) -> Tensor:
     "Elementwise max; where both are equal the gradient is shared half and half. A NaN on either side gives NaN."
     a, b = self._broadcasted(x, op="maximum")
-    if a.dtype == dtypes.bool: return a | b
-    ret = (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, a))
-    # every comparison with NaN is false: a NaN in `a` already lands in the last branch, one in `b` needs its own
-    return (b != b).detach().where(b, ret) if dtypes.is_float(a.dtype) else ret
+    return a | b if a.dtype == dtypes.bool else F.Maximum.apply(a, b)
   def minimum(self, x) -> Tensor:
-    "Elementwise min, with maximum's rules for ties and NaN."
+    "Elementwise min, with maximum's rules for ties and NaN: the maximum of the order turned around."
     a, b = self._broadcasted(x, op="minimum")
     if a.dtype == dtypes.bool: return a & b
-    ret = (a < b).detach().where(a, (a == b).detach().where(a * 0.5 + b * 0.5 if dtypes.is_float(a.dtype) else a, b))
-    return (a != a).detach().where(a, ret) if dtypes.is_float(a.dtype) else ret
+    # -x turns floats around; ~x (= -x-1) turns ints around with no overflow, signed or unsigned
+    flip = (lambda t: -t) if dtypes.is_float(a.dtype) else (lambda t: ~t)
+    return flip(F.Maximum.apply(flip(a), flip(b)))
   def where(self, x, y) -> Tensor:
     "`cond.where(x, y)`: x where cond is true (nonzero), else y; all three broadcast."
     T = type(self)
@@ -271,8 +269,11 @@ class MathMethods:
   def square(self) -> Tensor: return self * self
   def trunc(self) -> Tensor:
     if not dtypes.is_float(self.dtype): return self
-    # values beyond 2**31 are already whole; smaller ones go through an int cast (whose gradient is 0, as torch's)
-    return (self.abs() < 2.0 ** 31).detach().where(self.cast(dtypes.int32).cast(self.dtype), self.detach())
+    # a float of magnitude 2**52 (float64; 2**23 for float32) or more is already whole; smaller ones go through an
+    # int cast wide enough to hold them (whose gradient is 0, as torch's)
+    wide = self.dtype == dtypes.float64
+    return (self.abs() < 2.0 ** (52 if wide else 31)).detach().where(
+      self.cast(dtypes.int64 if wide else dtypes.int32).cast(self.dtype), self.detach())
   def floor(self) -> Tensor:
     t = self.trunc()
     return (self < t).where(t - 1, t) if dtypes.is_float(self.dtype) else self
