@@ -540,3 +540,15 @@ def test_float64_floor_large(device):
   t = Tensor(x, device=device)
   for name in ("floor", "ceil", "trunc", "round"):
     equal(getattr(t, name)().numpy(), getattr(np, name)(x), f"float64 {name}")
+
+
+# ---- a loop nest with more than 2**31 iterations in all, each loop small: a 2048 matmul was refused (bench.py)
+
+@pytest.mark.parametrize("device", ALL)
+def test_matmul_nest_past_int32(device):
+  from tinylit.ops import Ops
+  from tinylit.realize import get_program
+  a, b = Tensor.empty(2048, 2048, device=device), Tensor.empty(2048, 2048, device=device)
+  # compiled, not run: the PYTHON emulator would take hours over 2**33 iterations
+  kernels = [si.ast for si in (a @ b).schedule() if si.ast.op is Ops.SINK]
+  assert kernels and all("2048" in get_program(ast, Device[device].renderer).src for ast in kernels)

@@ -31,7 +31,7 @@ def _check_int32(st: ShapeTracker) -> None:
   for v in st.views:
     lo = v.offset + sum(min(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
     hi = v.offset + sum(max(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
-    if max(v.shape, default=0) > 2**31 - 1 or v.size() > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
+    if max(v.shape, default=0) > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
       raise NotImplementedError(f"a kernel over shape {st.shape} needs indices past 32 bits ({v.size()} elements, "
                                 f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
 
@@ -56,6 +56,10 @@ class KernelShape:
     out, full = self.output_shape, self.full_shape
     self._permute([i for i in range(len(full)) if out[i] == full[i]] + [i for i in range(len(full)) if out[i] != full[i]])
     self.simplify_shape()
+    # merged axes count in one loop variable (a matmul's (n, n, n) nest may have more elements in all than fit)
+    if max(self.full_shape, default=0) > 2**31 - 1:
+      raise NotImplementedError(f"a kernel over shape {self.full_shape} (after merging axes) has a loop past 32 bits; "
+                                f"tinylit's kernels index with 32-bit ints")
 
   # ---- shapes
   @property

@@ -19,7 +19,7 @@ __all__ = ['lazycache', 'readers', 'holders', 'create_lazybuffer', 'LazyBuffer']
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def _check_size(shape: tuple[int, ...], what: str) -> None:
-  "Kernels count elements with 32-bit ints: refuse, naming the shape, anything that would need more."
+  "Buffers are indexed with 32-bit ints: refuse, naming the shape, a buffer that would need more."
   if prod(shape) > 2**31 - 1:
     raise NotImplementedError(f"{what} over shape {shape}: {prod(shape)} elements, past the 32-bit indices tinylit's kernels use")
 # base -> the bases computed from it (weakly held): who must run before the base's memory is overwritten in place
@@ -33,7 +33,9 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
                       srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> LazyBuffer:
   "Make a LazyBuffer, or return the live one that computes exactly the same thing (dedup)."
   if st.size == 0 and op is not Ops.BUFFER: op, arg, srcs, base = Ops.CONST, 0, (), None
-  if base is None and op is not Ops.CONST: _check_size(st.shape, op.name if op is not None else "buffer")
+  # a buffer allocated as such must fit 32-bit indices; a computed one may be fused away (the (n, n, n) product
+  # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
+  if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): _check_size(st.shape, op.name if op is not None else "buffer")
   cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.ASSIGN, Ops.CONTIGUOUS)
   key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs), id(base) if base is not None else None)
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
@@ -147,7 +149,6 @@ class LazyBuffer:
     "Reduce with ADD, MAX or MUL over `axis`; reduced axes stay with size 1."
     new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
     if not axis or all(self.shape[a] == 1 for a in axis): return self
-    _check_size(self.shape, f"{op.name} reduce")
     if self.size == 0:  # reducing nothing gives the identity of the op
       return LazyBuffer.metaop(Ops.CONST, new_shape, self.dtype, self.device, {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype)))
     if (split := self._split_reduce(op, axis)) is not None: return split
