@@ -83,16 +83,18 @@ check-export: setup ## nbdev_export must leave tinylit/ as committed (notebooks 
 docs: setup ## build the offline docs site into _docs/ (nbdev processing + Sphinx/MyST-NB; no Quarto)
 	$(BIN)/python tools/build_docs.py site
 
-nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), then nbdev_clean
+nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), then nbdev_clean and fold
 	$(BIN)/python tools/execute_nbs.py $(NB)
 	$(BIN)/nbdev_clean
+	$(BIN)/python tools/course.py fold $(notdir $(NB))
 
 readme: setup ## write README.md from nbs/index.ipynb (without Quarto)
 	$(BIN)/python tools/build_docs.py readme
 
-bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch
+bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch; memory of training steps with and without the memory planner
 	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)
 	$(BIN)/python benchmarks/bench_cuda.py
+	$(BIN)/python benchmarks/bench_memory.py
 
 lint: setup ## ruff over the whole repo (config: ruff.toml)
 	$(BIN)/ruff check .

@@ -43,8 +43,11 @@ html_last_updated_fmt = None
 
 # MathJax and the ipywidgets renderer from our own _static/ rather than a CDN, when
 # tools/build_docs.py has them (it copies them from npm once): the pages then work offline.
+# the course's own styles: folded solutions and answers, defined terms (tools/course.py's conventions)
+html_static_path = [str(_here / "tools" / "docs_static")]
+html_css_files = ["course.css"]
 _js = os.environ.get("TINYLIT_DOCS_JS")
 if _js and Path(_js, "require.js").exists():
-    html_static_path = [_js]
+    html_static_path.append(_js)
     mathjax_path = "mathjax/tex-mml-chtml.js"
     nb_ipywidgets_js = {"require.js": {}, "embed-amd.js": {}}

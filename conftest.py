@@ -11,6 +11,7 @@ nbval reads each notebook with `nbformat.read`; we hand it a prepared copy inste
 The notebook files on disk are never changed.
 """
 
+import functools
 from configparser import ConfigParser
 from pathlib import Path
 from types import ModuleType
@@ -78,9 +79,28 @@ if nbval is not None and not isinstance(nbval.plugin.nbformat, _NbformatForNbval
     nbval.plugin.nbformat = _NbformatForNbval("nbformat")
 
 
+# A device's chapter runs that device in every cell: where this machine can't open it, the whole notebook is
+# skipped, with the device's own reason (the device's tests in tests/ skip the same way, see tests/devices.py).
+CHAPTER_DEVICE = {"08e_cl.ipynb": "CL"}
+
+
+@functools.cache
+def _device_missing(name: str) -> str | None:
+    "Why this machine can't open the device, or None if it can."
+    from tinylit.device import Device
+
+    try:
+        Device[name]
+    except Exception as e:
+        return f"{name} unavailable here: {e}"
+    return None
+
+
 def pytest_collection_modifyitems(items):
-    "Report why a notebook cell is skipped (nbval itself says only 'Skipped')."
+    "Report why a notebook cell is skipped (nbval itself says only 'Skipped'); skip a missing device's chapter."
     for item in items:
         reason = getattr(getattr(item, "cell", None), "metadata", {}).get("nbval_skip_reason")
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"nbdev: {reason}"))
+        elif (dev := CHAPTER_DEVICE.get(Path(str(item.fspath)).name)) and (why := _device_missing(dev)):
+            item.add_marker(pytest.mark.skip(reason=why))

@@ -15,19 +15,33 @@ __all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'Compi
 
 # %% ../nbs/08_runtime.ipynb #1b0eaab7
 class GlobalCounters:
-  "Running totals that DEBUG output reports: memory in use, kernels run, time, and work done."
-  mem_used = kernel_count = global_ops = global_mem = 0
+  "Running totals that DEBUG output reports: memory in use and its peak (in all, and per device), kernels run, time, work."
+  mem_used = mem_peak = kernel_count = global_ops = global_mem = 0
   time_sum_s = 0.0
+  mem_used_per_device: dict[str, int] = {}
+  mem_peak_per_device: dict[str, int] = {}
+  @staticmethod
+  def track_mem(device: str, nbytes: int) -> None:
+    "Count `nbytes` taken on `device` (given back, if negative), raising the peaks when they are passed."
+    GlobalCounters.mem_used += nbytes
+    GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
+    used = GlobalCounters.mem_used_per_device[device] = GlobalCounters.mem_used_per_device.get(device, 0) + nbytes
+    GlobalCounters.mem_peak_per_device[device] = max(GlobalCounters.mem_peak_per_device.get(device, 0), used)
   @staticmethod
   def reset():
     GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
     GlobalCounters.time_sum_s = 0.0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
+    GlobalCounters.mem_peak_per_device = dict(GlobalCounters.mem_used_per_device)
 
 # %% ../nbs/08_runtime.ipynb #2fbd4636
 class Allocator:
   "Hands out device memory. The base class keeps memory in numpy byte arrays, which is what CPU devices use."
   def alloc(self, nbytes: int) -> Any: return np.empty(max(nbytes, 1), dtype=np.uint8)
   def free(self, opaque: Any, nbytes: int) -> None: pass  # numpy memory is freed by Python's GC
+  def view(self, opaque: Any, nbytes: int) -> Any:
+    "The first `nbytes` bytes of a block, without a copy (a numpy slice; pyopencl buffers slice the same way)."
+    return opaque[:max(nbytes, 1)]
   def copyin(self, dest: Any, src: memoryview) -> None: np.copyto(dest[:src.nbytes], np.frombuffer(src, dtype=np.uint8))
   def copyout(self, dest: memoryview, src: Any) -> None:
     np.copyto(np.frombuffer(dest, dtype=np.uint8), src[:dest.nbytes])
@@ -35,10 +49,15 @@ class Allocator:
 
 # %% ../nbs/08_runtime.ipynb #44cbfb99
 class Buffer:
-  "`size` elements of `dtype` on `device`; memory is only taken when the buffer is first allocated."
-  def __init__(self, device: str, size: int, dtype: DType):
-    self.device, self.size, self.dtype = device, size, dtype
+  """`size` elements of `dtype` on `device`; memory is only taken when the buffer is first allocated. With `base`,
+  a view: it uses the first bytes of `base`'s memory instead of its own (how the memory planner shares, chapter 4)."""
+  def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None):
+    if base is not None and (base._base is not None or base.device != device or size * dtype.itemsize > base.nbytes):
+      raise ValueError(f"a view of {size} {dtype} on {device} doesn't fit in {base!r} (or that is a view itself)")
+    self.device, self.size, self.dtype, self._base = device, size, dtype, base
     self._buf: Any = None
+  @property
+  def base(self) -> Buffer: return self._base if self._base is not None else self
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
@@ -46,12 +65,14 @@ class Buffer:
   def allocate(self) -> Buffer:
     if self._buf is None:
       self.allocator = Device[self.device].allocator
-      self._buf = self.allocator.alloc(self.nbytes)
-      GlobalCounters.mem_used += self.nbytes
+      if self._base is not None: self._buf = self.allocator.view(self._base.allocate()._buf, self.nbytes)
+      else:
+        self._buf = self.allocator.alloc(self.nbytes)
+        GlobalCounters.track_mem(self.device, self.nbytes)
     return self
   def __del__(self):
-    if getattr(self, "_buf", None) is not None:
-      GlobalCounters.mem_used -= self.nbytes
+    if getattr(self, "_buf", None) is not None and self._base is None:   # a view gives back nothing: its base does
+      GlobalCounters.track_mem(self.device, -self.nbytes)
       self.allocator.free(self._buf, self.nbytes)
   def copyin(self, mv: memoryview) -> Buffer:
     mv = memoryview(mv).cast("B")
@@ -66,7 +87,9 @@ class Buffer:
     out = np.empty(self.size, dtype=self.dtype.np)
     if self.size: self.copyout(memoryview(out))
     return out
-  def __repr__(self): return f"<buf {self.device} size:{self.size} dtype:{self.dtype}{'' if self.is_allocated else ' unallocated'}>"
+  def __repr__(self):
+    return (f"<buf {self.device} size:{self.size} dtype:{self.dtype}{'' if self.is_allocated else ' unallocated'}"
+            f"{f' view of {self._base.nbytes} bytes' if self._base is not None else ''}>")
 
 # %% ../nbs/08_runtime.ipynb #59a8cfce
 class Compiler:

@@ -85,9 +85,15 @@ def _vectorize_alu(ctx: ExpandContext, x: UOp) -> UOp | None:
 def _vectorize_reduce(ctx: ExpandContext, x: UOp) -> UOp | None:
   src, rngs = x.src[0], x.src[1:]
   if len(rngs) == 1 and rngs[0].op is Ops.CONST and rngs[0].dtype.count > 1:
-    # the reduce over the vector axis itself: combine the lanes (after the loops, so once)
-    lanes = [UOp(Ops.GEP, src.dtype.scalar(), (src,), i) for i in range(src.dtype.count)] if src.dtype.count > 1 else [src]
-    return functools.reduce(lambda a, b: UOp(x.arg, a.dtype, (a, b)), lanes)
+    # the reduce over the vector axis itself: combine the lanes (after the loops, so once), the low half with the
+    # high half until one lane is left: log2(width) vector ops, and a tree of adds, which rounds less than a chain
+    while src.dtype.count > 1:
+      h, s = src.dtype.count // 2, src
+      lanes = [UOp(Ops.GEP, s.dtype.scalar(), (s,), i) for i in range(2 * h)]
+      lo, hi = (lanes[0], lanes[1]) if h == 1 else (UOp(Ops.VECTORIZE, s.dtype.scalar().vec(h), tuple(lanes[:h])),
+                                                     UOp(Ops.VECTORIZE, s.dtype.scalar().vec(h), tuple(lanes[h:])))
+      src = UOp(x.arg, lo.dtype, (lo, hi))
+    return src
   return None if x.dtype == src.dtype else UOp(Ops.REDUCE, src.dtype, x.src, x.arg)
 
 def _vectorize_store(ctx: ExpandContext, idx: UOp, val: UOp) -> UOp | None:

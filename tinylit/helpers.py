@@ -8,8 +8,8 @@ import contextlib, functools, math, os, sys
 from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
-__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv',
-           'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
+__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple',
+           'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -66,6 +66,7 @@ class ContextVar:
 
 # %% ../nbs/08c_helpers.ipynb #fb83e5bb
 DEBUG, NOOPT, JIT, BEAM = ContextVar("DEBUG", 0), ContextVar("NOOPT", 0), ContextVar("JIT", 1), ContextVar("BEAM", 0)
+NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)
 
 # %% ../nbs/08c_helpers.ipynb #ac271f14
 @contextlib.contextmanager
@@ -95,9 +96,10 @@ def ansilen(s: str) -> int:
 
 # %% ../nbs/08c_helpers.ipynb #9465e0c1
 def to_function_name(s: str) -> str:
-  "A C identifier from a kernel name that may hold colour codes."
+  """A C identifier from a kernel name that may hold colour codes, and symbolic sizes like `(i*3)`: any other
+  character becomes its hex code (`E_(i*3)` -> `E_28i2A329`)."""
   import re
-  return re.sub(r"\x1b\[(K|.*?m)", "", s)
+  return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in re.sub(r"\x1b\[(K|.*?m)", "", s))
 
 # %% ../nbs/08c_helpers.ipynb #31c09d58
 def cache_dir() -> str:

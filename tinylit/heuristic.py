@@ -15,6 +15,10 @@ def _strides(k: Kernel, axis: int) -> list[int | None]:
   "Each view's stride along `axis`: 0 (the same element for every step), 1 (consecutive), else a jump or None."
   return [axis_stride(st, axis) for st in k.sts.values() if st.shape[axis] != 1]
 
+def _size(shape) -> int:
+  "How many iterations a loop nest has; a symbolic axis counts at its largest (opts never split it, chapter 6)."
+  return prod(s if isinstance(s, int) else s.vmax for s in shape)
+
 def _try(k: Kernel, opt: Opt) -> bool:
   try: k.apply_opt(opt)
   except KernelOptError: return False
@@ -25,7 +29,7 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
   jump), global axes first on a tie. A reduce axis vectorizes as partial sums across the lanes."""
   best = None
   for axis in range(k.first_upcast):
-    if k.axis_kinds()[axis] not in ("global", "reduce"): continue
+    if k.axis_kinds()[axis] not in ("global", "reduce") or not isinstance(k.full_shape[axis], int): continue
     width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[axis] % w == 0), None)
     if width is None: continue
     strides = _strides(k, axis)
@@ -39,7 +43,7 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
 def hand_coded_optimizations(k: Kernel) -> Kernel:
   "Apply opts for this kernel on its device, chosen from its shape and strides; returns the kernel."
   # a small kernel runs in microseconds either way: plain loops are quicker to compile, and to read
-  if prod(k.full_shape) < 1024: return k
+  if _size(k.full_shape) < 1024: return k
   if k.opts.has_local: return _gpu_optimizations(k)
   # 1. vectors along the best contiguous axis
   if (va := _vector_axis(k)) is not None:
@@ -52,7 +56,8 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   #    so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks past it
   if k.reduceop is not None and va is not None:
     vec_global = k.axis_kinds()[va[0]] == "global"
-    reuse = [a for a in range(k.first_reduce) if k.axis_kinds()[a] == "global" and 0 in _strides(k, a) and a != va[0]]
+    reuse = [a for a in range(k.first_reduce) if k.axis_kinds()[a] == "global" and 0 in _strides(k, a) and a != va[0]
+             and isinstance(k.full_shape[a], int)]
     for axis in sorted(reuse, key=lambda a: -k.full_shape[a])[:1 if vec_global else 2]:
       if (_try(k, Opt(OptOps.UPCAST, axis, 8)) if vec_global else False) or _try(k, Opt(OptOps.UPCAST, axis, 4)):
         if vec_global and axis < va[0]: _try(k, Opt(OptOps.SWAP, axis, va[0]))
@@ -64,7 +69,7 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
   # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
   #    one contiguous part), if there is enough work to pay for waking them
-  if k.opts.has_threads and k.opts.threads > 1 and prod(k.full_shape) >= 1 << 16:
+  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16:
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
@@ -79,8 +84,8 @@ def _gpu_optimizations(k: Kernel) -> Kernel:
   """Workgroups. A reduce along consecutive elements, or into few outputs, is shared by the threads of a group
   (GROUP: neighbouring threads read neighbouring elements); a matmul-like kernel gets a 4 x 4 register tile; a short
   vector where reads are consecutive; then threads (LOCAL), first for axes some input doesn't move along."""
-  out_size = prod(k.full_shape[:k.first_reduce])
-  reuse = [a for a in range(k.first_reduce) if 0 in _strides(k, a)]   # outputs that share an input: a matmul's
+  out_size = _size(k.full_shape[:k.first_reduce])
+  reuse = [a for a in range(k.first_reduce) if 0 in _strides(k, a) and isinstance(k.full_shape[a], int)]  # a matmul's
   if k.reduceop is not None and (out_size <= 2048 or (1 in _strides(k, k.first_reduce) and not reuse)):
     for sz in (256, 128, 64, 32, 16):
       if _try(k, Opt(OptOps.GROUP, 0, sz)): break
@@ -100,7 +105,7 @@ def _gpu_optimizations(k: Kernel) -> Kernel:
   for _ in range(3):
     threads = prod(k.full_shape[k.global_dims:k.first_reduce + k.group_for_reduces])
     choices = [(0 not in _strides(k, a), -a, a, s) for a in range(k.thread_dims, k.global_dims) if a not in done
-               for s in (128, 64, 32, 16, 8, 4, 2) if k.full_shape[a] % s == 0 and threads * s <= 128]
+               for s in (128, 64, 32, 16, 8, 4, 2) if isinstance(k.full_shape[a], int) and k.full_shape[a] % s == 0 and threads * s <= 128]
     if not choices: break
     axis = min(choices)[2]
     if not _try(k, Opt(OptOps.LOCAL, axis, max(c[3] for c in choices if c[2] == axis))): break

@@ -11,7 +11,9 @@ from typing import Any
 
 from .device import Buffer
 from .helpers import DEBUG, JIT
+from .ops import Ops, UOp, sint
 from .realize import ExecItem, capturing
+from .schedule import _internal_memory_planner
 
 # %% auto #0
 __all__ = ['JitError', 'TinyJit']
@@ -23,24 +25,33 @@ class JitError(RuntimeError):
 # %% ../nbs/09_jit.ipynb #6fe4f07c
 class TinyJit:
   """Decorate a function of Tensors. Call 1 runs it; call 2 runs it and captures every kernel launched;
-  calls 3+ skip Python entirely and replay the captured kernels with the new inputs' buffers."""
+  calls 3+ replay the captured kernels with the new inputs' buffers (Python only swaps buffers and launches).
+  A bound variable in an input's shape (`x.reshape(Variable("i", 1, 10).bind(n), 4)`) may take another value on
+  each call: the kernels take it as an argument, and one capture serves every value in range."""
   def __init__(self, fxn: Callable):
     self.fxn = fxn
     self.cnt = 0
     self.jit_cache: list[ExecItem] = []
     self.input_replace: dict[tuple[int, int], int] = {}  # (kernel number, argument number) -> input number
     self.expected: list[tuple] | None = None
+    self.expected_args: dict | None = None
     self.ret: Any = None
     functools.update_wrapper(self, fxn)
   def __get__(self, obj, objtype):  # so it decorates methods too
     return functools.partial(self.__call__, obj)
   def reset(self) -> None:
-    self.cnt, self.jit_cache, self.input_replace, self.expected, self.ret = 0, [], {}, None, None
+    self.cnt, self.jit_cache, self.input_replace, self.expected, self.expected_args, self.ret = 0, [], {}, None, None, None
 
   @staticmethod
   def _input_tensors(args, kwargs) -> list:
     from tinylit.tensor import Tensor  # the Tensor layer sits above this one
     return [a for a in list(args) + [kwargs[k] for k in sorted(kwargs)] if isinstance(a, Tensor)]
+  @staticmethod
+  def _other_args(args, kwargs) -> dict:
+    "The arguments that are neither Tensors nor bound variables: a capture bakes them in."
+    from tinylit.tensor import Tensor
+    named = {**{f"argument {i}": a for i, a in enumerate(args)}, **{f"argument {k!r}": v for k, v in kwargs.items()}}
+    return {k: v for k, v in named.items() if not isinstance(v, Tensor) and not (isinstance(v, UOp) and v.op is Ops.BIND)}
 
   def __call__(self, *args, **kwargs):
     inputs = self._input_tensors(args, kwargs)
@@ -50,25 +61,43 @@ class TinyJit:
       if not (lb.base is lb and lb.realized is not None): t.lazydata = lb.contiguous()
     if inputs: inputs[0].realize(*inputs[1:])
     input_buffers: list[Buffer] = [t.lazydata.base.realized for t in inputs]
-    signature = [(t.shape, t.dtype, t.device) for t in inputs]
+    # the values of the bound variables, from the inputs' shapes and from bound variables passed as arguments;
+    # the signature holds the plain variables, so that another value in range is the same signature
+    var_vals: dict[UOp, int] = {}
+    for t in inputs: var_vals.update(dict(b.unbind() for b in t.lazydata.st.vars()))
+    var_vals.update(dict(a.unbind() for a in list(args) + list(kwargs.values()) if isinstance(a, UOp) and a.op is Ops.BIND))
+    signature = [(tuple(_unbound(s) for s in t.shape), t.dtype, t.device) for t in inputs]
     if not JIT: return self.fxn(*args, **kwargs)
 
     if self.cnt >= 2:
-      if signature != self.expected:
-        raise JitError(f"TinyJit: inputs changed from {self.expected} to {signature}; "
-                       "a jitted function needs the same shapes and dtypes")
+      for n, (want, got) in enumerate(zip(self.expected, signature)):
+        if want != got:
+          raise JitError(f"TinyJit: input {n} changed from (shape, dtype, device) {_show(want)} to {_show(got)}; a replay "
+                         "needs the same ones (a size that changes can be a bound Variable)")
+      if len(signature) != len(self.expected):
+        raise JitError(f"TinyJit: called with {len(signature)} tensor inputs, captured with {len(self.expected)}")
       if len(set(map(id, input_buffers))) != len(input_buffers):
         raise JitError("TinyJit: the same tensor passed twice as input")
+      for name, value in self._other_args(args, kwargs).items():
+        if name not in self.expected_args or not _same(self.expected_args[name], value):
+          raise JitError(f"TinyJit: {name} changed from {self.expected_args.get(name)!r} to {value!r}; the captured kernels "
+                         "have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
       for (j, i), n in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_buffers[n]
-      for ei in self.jit_cache: ei.run(jit=True)
+      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals}, jit=True)
+      _rebind(self.ret, var_vals)
     elif self.cnt == 1:
-      self.expected = signature
+      self.expected, self.expected_args = signature, self._other_args(args, kwargs)
       capturing.append([])
       try:
         self.ret = self.fxn(*args, **kwargs)
         outs = self._input_tensors(self.ret if isinstance(self.ret, (tuple, list)) else [self.ret], {})
         if outs: outs[0].realize(*outs[1:])
       finally: captured = capturing.pop()
+      # the recording's own intermediates (buffers nothing outside it can see: the planner's views; inputs, weights,
+      # gradients and outputs may belong to a tensor) share memory where their lifetimes across the whole step allow
+      keep = {b for ei in captured for b in ei.bufs if b._base is None}
+      assigned = _internal_memory_planner([ei.bufs for ei in captured], keep)
+      for ei in captured: ei.bufs = [assigned.get(b, b) for b in ei.bufs]
       self.jit_cache = captured
       position = {id(b): n for n, b in enumerate(input_buffers)}
       self.input_replace = {(j, i): position[id(b)] for j, ei in enumerate(captured)
@@ -78,3 +107,25 @@ class TinyJit:
       self.ret = self.fxn(*args, **kwargs)
     self.cnt += 1
     return self.ret
+
+def _unbound(s: sint) -> sint:
+  "A size with its bound variables made plain: `i=3` and `i=4` are the same size to the jit's signature."
+  return s if isinstance(s, int) else s.substitute({b: b.unbind()[0] for b in s.toposort if b.op is Ops.BIND})
+
+def _show(sig: tuple) -> str:
+  shape, dtype, device = sig
+  return f"({tuple(s if isinstance(s, int) else s.render() for s in shape)}, {dtype}, {device})"
+
+def _same(a, b) -> bool:
+  "Equal plain values (numbers, strings, and tuples or lists of them); any other object must be the very same one."
+  if isinstance(a, (int, float, str, bytes, bool, type(None))): return type(a) is type(b) and a == b
+  if isinstance(a, (tuple, list)): return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+  return a is b
+
+def _rebind(ret, var_vals: dict[UOp, int]) -> None:
+  "The returned tensors' shapes say the values of this replay's variables (their buffers already hold its results)."
+  from tinylit.tensor import Tensor
+  for t in (ret if isinstance(ret, (tuple, list)) else [ret]):
+    if not isinstance(t, Tensor) or not (binds := t.lazydata.st.vars()): continue
+    sub = {b: b.src[0].bind(var_vals[b.src[0]]) for b in binds if b.src[0] in var_vals}
+    if sub: t.lazydata = t.lazydata.base._view(t.lazydata.st.substitute(sub))

@@ -28,12 +28,19 @@ AXIS_COLORS = {"thread": "BLUE", "global": "blue", "local": "cyan", "group": "gr
 
 def _check_int32(st: ShapeTracker) -> None:
   "Loop counters and addresses are C `int`s: refuse a view whose loops or addresses don't fit in 32 bits."
+  # a symbolic size, stride or offset counts at the end of its range that reaches furthest
+  b = lambda x: (x, x) if isinstance(x, int) else (x.vmin, x.vmax)
   for v in st.views:
-    lo = v.offset + sum(min(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
-    hi = v.offset + sum(max(0, (s - 1) * stride) for s, stride in zip(v.shape, v.strides))
-    if max(v.shape, default=0) > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
+    spans = [((b(s)[1] - 1) * b(stride)[0], (b(s)[1] - 1) * b(stride)[1]) for s, stride in zip(v.shape, v.strides)]
+    lo = b(v.offset)[0] + sum(min(0, *span) for span in spans)
+    hi = b(v.offset)[1] + sum(max(0, *span) for span in spans)
+    if max((b(s)[1] for s in v.shape), default=0) > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
       raise NotImplementedError(f"a kernel over shape {st.shape} needs indices past 32 bits ({v.size()} elements, "
                                 f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
+
+def _dim(s) -> str:
+  "An axis size in a kernel's name: the number, or a symbolic size's expression (`i`, `(i*3)`)."
+  return str(s) if isinstance(s, int) else s.render()
 
 class KernelShape:
   """The kernel AST and the shape of its loop nest (`KernelOpts` and `Kernel` below add opts and lowering). Axes keep
@@ -57,7 +64,7 @@ class KernelShape:
     self._permute([i for i in range(len(full)) if out[i] == full[i]] + [i for i in range(len(full)) if out[i] != full[i]])
     self.simplify_shape()
     # merged axes count in one loop variable (a matmul's (n, n, n) nest may have more elements in all than fit)
-    if max(self.full_shape, default=0) > 2**31 - 1:
+    if max((s if isinstance(s, int) else s.vmax for s in self.full_shape), default=0) > 2**31 - 1:
       raise NotImplementedError(f"a kernel over shape {self.full_shape} (after merging axes) has a loop past 32 bits; "
                                 f"tinylit's kernels index with 32-bit ints")
 
@@ -65,7 +72,7 @@ class KernelShape:
   @property
   def full_shape(self) -> tuple[int, ...]:
     "The loop nest: every view of the kernel has this rank; reduce axes are 1 in the output's view."
-    return tuple(max(s) for s in zip(*[st.shape for st in self.sts.values()]))
+    return tuple(next((x for x in s if x != 1), 1) for s in zip(*[st.shape for st in self.sts.values()]))
   @property
   def output_shape(self) -> tuple[int, ...]: return self.sts[self.output_st].shape
   @property
@@ -134,12 +141,12 @@ class KernelShape:
   # ---- names
   @property
   def plain_name(self) -> str:
-    return ("r" if self.reduceop is not None else "E") + "".join(f"_{s}" for s in self.full_shape)
+    return ("r" if self.reduceop is not None else "E") + "".join(f"_{_dim(s)}" for s in self.full_shape)
   @property
   def name(self) -> str:
     "tinygrad's naming: E_ (elementwise) or r_ (reduce), then the axis sizes coloured by kind."
     name = ("r" if self.reduceop is not None else "E") + "".join(
-      "_" + colored(str(s), AXIS_COLORS[kind]) for s, kind in zip(self.full_shape, self.axis_kinds()))
+      "_" + colored(_dim(s), AXIS_COLORS[kind]) for s, kind in zip(self.full_shape, self.axis_kinds()))
     # the same name for two different kernels gets a suffix, as in tinygrad
     seen = KernelShape.kernel_names.setdefault(self.plain_name, [])
     n = next((i for i, ref in enumerate(seen) if ref() is self.ast), None)
@@ -164,7 +171,8 @@ class Opt:
   def __repr__(self): return f"Opt(op={self.op}, axis={self.axis}, amt={self.amt})"
 
 def _check(cond: bool, opt: Opt, k: KernelShape, why: str) -> None:
-  if not cond: raise KernelOptError(f"{opt} on kernel {k.plain_name} (shape {k.full_shape}): {why}")
+  shape = k.full_shape if all(isinstance(s, int) for s in k.full_shape) else f"({', '.join(map(_dim, k.full_shape))})"
+  if not cond: raise KernelOptError(f"{opt} on kernel {k.plain_name} (shape {shape}): {why}")
 
 # %% ../nbs/06_linearize.ipynb #1f11b860
 class KernelOpts(KernelShape):
@@ -196,6 +204,7 @@ class KernelOpts(KernelShape):
       self.applied_opts.append(opt)
       return
     kind = self.axis_kinds()[axis]
+    _check(isinstance(self.full_shape[axis], int), opt, self, f"axis {axis} has a symbolic size: no opt splits it")
     _check(kind in self.TAKES[opt.op], opt, self, f"{opt.op.name.lower()} is for {' or '.join(self.TAKES[opt.op])} axes, "
                                                   f"axis {axis} is {kind}")
     amt = opt.amt if opt.amt else self.full_shape[axis]
@@ -229,13 +238,15 @@ class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
     """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1). The other upcast/unroll axes are unrolled into copies."""
+    along which most buffers are contiguous (stride 1) and fewest jump. The other upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
     for i in range(self.first_upcast, self.shape_len):
       if self.full_shape[i] not in self.opts.vector_widths: continue
-      ones = sum(1 for st in self.sts.values() if axis_stride(st, i) == 1)
-      if ones and (best is None or ones >= best[0]): best = (ones, i)
+      strides = [axis_stride(st, i) for st in self.sts.values()]
+      # consecutive reads count for the axis, jumps (a gather: one load per lane) against it
+      score = strides.count(1) - sum(1 for s in strides if s not in (0, 1))
+      if strides.count(1) and (best is None or score >= best[0]): best = (score, i)
     return None if best is None else best[1]
 
   def ranges(self) -> list[UOp]:
@@ -347,7 +358,8 @@ def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
   workgroups (`has_local`) global, local and group ranges are thread indices, not loops; CPU threads likewise."""
   index_kinds = {"thread"} | ({"global", "local", "group"} if opts is not None and opts.has_local else set())
   topo = sink.toposort
-  def is_loop(u: UOp) -> bool: return u.op is Ops.RANGE and u.arg[1] not in index_kinds
+  # a range of symbolic size is always a loop (its bound is a kernel argument; a grid's size is fixed at launch)
+  def is_loop(u: UOp) -> bool: return u.op is Ops.RANGE and (u.arg[1] not in index_kinds or u.src[0].op is not Ops.CONST)
   rank = {r: i for i, r in enumerate(sorted([u for u in topo if is_loop(u)], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
   # inside[u]: the loops u runs in. value[u]: the loops its value changes with; an accumulator's value leaves its
   # reduce loops (readers see the sum once they close), and it is declared, and reset, just outside them

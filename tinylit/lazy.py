@@ -7,7 +7,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 from .dtype import DType, dtypes
-from .helpers import prod
+from .helpers import all_int, prod
 from .ops import Ops, GroupOp, exec_alu
 from .shapetracker import ShapeTracker
 from .device import Buffer
@@ -20,8 +20,9 @@ lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def _check_size(shape: tuple[int, ...], what: str) -> None:
   "Buffers are indexed with 32-bit ints: refuse, naming the shape, a buffer that would need more."
-  if prod(shape) > 2**31 - 1:
-    raise NotImplementedError(f"{what} over shape {shape}: {prod(shape)} elements, past the 32-bit indices tinylit's kernels use")
+  # a symbolic size counts at its largest: the buffer is allocated for every value its variable may take
+  if (n := ShapeTracker.from_shape(shape).size) > 2**31 - 1:
+    raise NotImplementedError(f"{what} over shape {shape}: {n} elements, past the 32-bit indices tinylit's kernels use")
 # base -> the bases computed from it (weakly held): who must run before the base's memory is overwritten in place
 readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # base -> {id: Tensor} of the Tensors whose lazydata is it or a view of it (weakly held; chapter 1 registers them): a value somebody
@@ -158,6 +159,7 @@ class LazyBuffer:
     """A big reduce into few outputs becomes two reduces (tinygrad's SPLIT_REDUCEOP): one reduce axis is cut into
     (d, rest); the first kernel reduces each of the d chunks, the second the d partial results. Both kernels then have
     outputs to share among cores, and a sum adds in two levels, which rounds far less than one long chain."""
+    if not all_int(self.shape): return None   # a symbolic size: the split would depend on its value
     out_size = prod(1 if i in axis else s for i, s in enumerate(self.shape))
     if self.size // out_size < 32768 or out_size > 256: return None
     for a in sorted(axis, key=lambda a: -self.shape[a]):

@@ -11,7 +11,8 @@ import numpy as np
 from .dtype import DType, dtypes
 
 # %% auto #0
-__all__ = ['python_alu', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic', 'pretty_print']
+__all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
+           'pretty_print', 'ssimplify', 'sym_infer']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -19,7 +20,7 @@ class Ops(Enum):
   # graph roots and buffers
   SINK = auto(); BUFFER = auto(); EMPTY = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto()
   # kernel inputs and views
-  DEFINE_GLOBAL = auto(); DEFINE_VAR = auto(); DEFINE_ACC = auto(); VIEW = auto(); VALID = auto()
+  DEFINE_GLOBAL = auto(); DEFINE_VAR = auto(); BIND = auto(); DEFINE_ACC = auto(); VIEW = auto(); VALID = auto()
   CONST = auto(); LOAD = auto(); STORE = auto(); INDEX = auto()
   # loops, and what kernels optimized for a GPU need: memory shared by a block of threads, and a wait for all of them
   RANGE = auto(); ENDRANGE = auto(); DEFINE_LOCAL = auto(); BARRIER = auto()
@@ -153,6 +154,18 @@ class UOp(metaclass=UOpMetaClass):
   def variable(name: str, min_val: int, max_val: int) -> UOp:
     "A named integer known only at run time to lie in [min_val, max_val] (a symbolic shape)."
     return UOp(Ops.DEFINE_VAR, dtypes.int32, arg=(name, min_val, max_val))
+  def bind(self, val: int) -> UOp:
+    "This variable with its value for now: a Tensor's symbolic shape holds one (chapter 9 reads the value back)."
+    if self.op is not Ops.DEFINE_VAR: raise ValueError(f"only a variable can be bound, not {self.op}")
+    if not isinstance(val, int) or not self.arg[1] <= val <= self.arg[2]:
+      raise ValueError(f"can't bind {self.arg[0]} to {val!r}: it must be an int in [{self.arg[1]}, {self.arg[2]}]")
+    return UOp(Ops.BIND, self.dtype, (self, self.const_like(val)))
+  def unbind(self) -> tuple[UOp, int]:
+    "A bound variable's (variable, value)."
+    if self.op is not Ops.BIND: raise ValueError(f"only a bound variable can be unbound, not {self.op}")
+    return self.src[0], self.src[1].arg
+  @property
+  def val(self) -> int: return self.unbind()[1]
   def alu(self, op: Ops, *src) -> UOp:
     srcs = (self,) + tuple(s if isinstance(s, UOp) else self.const_like(s) for s in src)
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[-1].dtype
@@ -193,6 +206,7 @@ class UOp(metaclass=UOpMetaClass):
     if self.op is Ops.CONST: return (min(self.arg), max(self.arg)) if isinstance(self.arg, tuple) else (self.arg, self.arg)
     if self.op is Ops.RANGE: return 0, s[0][1] - 1
     if self.op is Ops.DEFINE_VAR: return self.arg[1], self.arg[2]
+    if self.op is Ops.BIND: return s[0]   # what the variable can be, not the value it has now
     if self.dtype is not None and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
       if self.op is Ops.ADD: return s[0][0] + s[1][0], s[0][1] + s[1][1]
       if self.op is Ops.MUL:
@@ -246,10 +260,11 @@ _SYMBOLS = {Ops.ADD: "+", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "//", Ops.MOD: 
 
 # %% ../nbs/03_uop.ipynb #99879349
 def render_symbolic(u: UOp) -> str:
-  "Render index arithmetic compactly, naming loop ranges ridx0, ridx1, ..."
+  "Render index arithmetic compactly, naming loop ranges idx0, idx1, ... (reduce loops ridx0, ridx1, ...)."
   if u.op is Ops.CONST: return str(u.arg) if u.dtype != dtypes.bool else str(bool(u.arg))
   if u.op is Ops.RANGE: return f"{'r' if u.arg[1] == 'reduce' else ''}idx{u.arg[0]}"
   if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return f"{u.src[0].arg[0]}={u.src[1].arg}"
   if u.op in _SYMBOLS: return f"({render_symbolic(u.src[0])}{_SYMBOLS[u.op]}{render_symbolic(u.src[1])})"
   if u.op is Ops.MAX: return f"max({render_symbolic(u.src[0])}, {render_symbolic(u.src[1])})"
   if u.op is Ops.WHERE: return f"({render_symbolic(u.src[0])}?{render_symbolic(u.src[1])}:{render_symbolic(u.src[2])})"
@@ -257,13 +272,41 @@ def render_symbolic(u: UOp) -> str:
   return f"{u.op.name}({', '.join(render_symbolic(s) for s in u.src)})"
 
 # %% ../nbs/03_uop.ipynb #0c9f4ca5
-def pretty_print(u: UOp, indent: int = 0, seen: dict | None = None) -> str:
-  "A tree view of a UOp graph; a node shown before is printed again as a back-reference `x3`."
-  seen = {} if seen is None else seen
-  pad = " " * indent
-  if u in seen: return f"{pad}x{seen[u]}"
-  seen[u] = len(seen)
-  arg = "" if u.arg is None else f", arg={u.arg!r}"
-  if not u.src: return f"{pad}UOp({u.op}, {u.dtype}{arg})"
-  inner = ",\n".join(pretty_print(s, indent + 2, seen) for s in u.src)
-  return f"{pad}UOp({u.op}, {u.dtype}{arg}, src=(\n{inner}))"
+def pretty_print(u: UOp) -> str:
+  """A tree view of a UOp graph, one node per line with its sources indented below it. A node with several users is
+  printed in full once, named where it first appears (`x0:=UOp(...)`), and by that name alone everywhere else."""
+  users: dict[UOp, int] = {}
+  for node in u.toposort:
+    for s in node.src: users[s] = users.get(s, 0) + 1
+  names: dict[UOp, str] = {}
+  def show(node: UOp, indent: int) -> str:
+    pad = " " * indent
+    if node in names: return f"{pad}{names[node]}"
+    label = ""
+    if users.get(node, 0) > 1:
+      names[node] = f"x{len(names)}"
+      label = f"{names[node]}:="
+    arg = "" if node.arg is None else f", arg={node.arg!r}"
+    if not node.src: return f"{pad}{label}UOp({node.op}, {node.dtype}{arg})"
+    inner = ",\n".join(show(s, indent + 2) for s in node.src)
+    return f"{pad}{label}UOp({node.op}, {node.dtype}{arg}, src=(\n{inner}))"
+  return show(u, 0)
+
+# %% ../nbs/03_uop.ipynb #1d37e51e
+sint = int | UOp  # a size: a number, or a symbolic expression of variables (bound or not)
+Variable = UOp.variable
+
+def ssimplify(x: sint) -> sint:
+  "A size simplified, and a plain int if that is what it turned out to be: `(i+2)-i` is 2."
+  if isinstance(x, int): return x
+  return s.arg if (s := x.simplify()).op is Ops.CONST else s
+
+def sym_infer(x: sint, var_vals: dict[UOp, int] | None = None) -> int:
+  "The value of size `x` with its variables set: by `var_vals`, or by the values bound into it."
+  if isinstance(x, int): return x
+  sub = {u: u.const_like(u.val) for u in x.toposort if u.op is Ops.BIND}
+  sub.update({v: v.const_like(val) for v, val in (var_vals or {}).items()})
+  closed = x.substitute(sub)
+  if free := [u.arg[0] for u in closed.toposort if u.op is Ops.DEFINE_VAR]:
+    raise ValueError(f"{x.render()} has no value: variable {', '.join(free)} is not bound")
+  return int(closed.sym_infer)

@@ -5,10 +5,10 @@
 # %% ../nbs/08b_realize.ipynb #eb777044
 from __future__ import annotations
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from .helpers import DEBUG, NOOPT, BEAM, colored, ansilen
 from .ops import Ops
-from .ops import UOp
+from .ops import UOp, sint, sym_infer
 from .device import Buffer, Device, GlobalCounters
 from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
@@ -18,15 +18,15 @@ from .schedule import ScheduleItem, mark_realized
 
 # %% auto #0
 __all__ = ['method_cache', 'capturing', 'Runner', 'get_program', 'CompiledRunner', 'BufferCopy', 'EmptyOp', 'get_runner',
-           'ExecItem', 'print_kernel_line', 'lower_schedule_item', 'run_schedule']
+           'ExecItem', 'print_kernel_line', 'unbind_views', 'lower_schedule_item', 'run_schedule']
 
 # %% ../nbs/08b_realize.ipynb #afa69e60
 class Runner:
   "Something that runs on buffers: a compiled kernel, a copy, or an allocation."
-  def __init__(self, display_name: str, device: str, op_estimate: int = 0):
-    self.display_name, self.device, self.op_estimate = display_name, device, op_estimate
+  def __init__(self, display_name: str, device: str, op_estimate: sint = 0):
+    self.display_name, self.device, self.op_estimate = display_name, device, op_estimate  # symbolic for a symbolic kernel
     self.first_run = True
-  def __call__(self, bufs: list[Buffer]) -> float: raise NotImplementedError
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float: raise NotImplementedError
 
 # %% ../nbs/08b_realize.ipynb #615e25ec
 def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpec:
@@ -53,9 +53,11 @@ class CompiledRunner(Runner):
     dev = Device[p.device]
     self.lib = dev.compiler.compile_cached(p.src)
     self.prg = dev.runtime(p.function_name, self.lib)
-  def __call__(self, bufs: list[Buffer]) -> float:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
+    # a symbolic kernel takes each variable's value as an int argument after the buffers, in the order of p.vars
+    vals = tuple((var_vals or {})[v] for v in self.p.vars)
     st = time.perf_counter()
-    self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size)
+    self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals)
     Device[self.device].synchronize()
     return time.perf_counter() - st
 
@@ -64,7 +66,7 @@ class BufferCopy(Runner):
   "Copy between devices: out of the source's memory, into the destination's."
   def __init__(self, nbytes: int, dest: str, src: str):
     super().__init__(colored(f"copy {nbytes:8d}, {dest[:7]:>7s} <- {src[:7]:7s}", "yellow"), dest)
-  def __call__(self, bufs: list[Buffer]) -> float:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
     st = time.perf_counter()
     dest, src = bufs
     import numpy as np
@@ -76,7 +78,7 @@ class BufferCopy(Runner):
 # %% ../nbs/08b_realize.ipynb #fd8ef15b
 class EmptyOp(Runner):
   "Nothing to run: the buffer only needs memory."
-  def __call__(self, bufs: list[Buffer]) -> float: return 0.0
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float: return 0.0
 
 # %% ../nbs/08b_realize.ipynb #40a5d828
 method_cache: dict[tuple[str, UOp, int, int], CompiledRunner] = {}
@@ -95,33 +97,49 @@ class ExecItem:
   "A runner and the buffers to run it on: the unit that TinyJit records and replays."
   prg: Runner
   bufs: list[Buffer]
-  def run(self, jit: bool = False) -> float:
+  var_vals: dict[UOp, int] = field(default_factory=dict)  # the values of a symbolic kernel's variables for this run
+  def run(self, var_vals: dict[UOp, int] | None = None, jit: bool = False) -> float:
+    "Run on `bufs`, with `var_vals` (TinyJit passes each replay's) or those this item was made with."
+    var_vals = self.var_vals if var_vals is None else var_vals
     for b in self.bufs: b.allocate()
-    et = self.prg(self.bufs)
+    et = self.prg(self.bufs, var_vals)
+    ops = sym_infer(self.prg.op_estimate, var_vals)
     GlobalCounters.kernel_count += 1
-    GlobalCounters.global_ops += self.prg.op_estimate
+    GlobalCounters.global_ops += ops
     mem = sum(b.nbytes for b in self.bufs)
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit)
+    if DEBUG >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)
     self.prg.first_run = False
     return et
 
 # %% ../nbs/08b_realize.ipynb #cdc78cf1
-def print_kernel_line(prg: Runner, nbufs: int, et: float, mem: int, jit: bool) -> None:
+def print_kernel_line(prg: Runner, nbufs: int, et: float, mem: int, jit: bool, ops: int) -> None:
   "One line per kernel, in tinygrad's layout: device, number, name, args, memory, time, GFLOPS and GB/s."
   tm = f"{et * 1e6:9.2f}us" if et < 1e-3 else f"{et * 1e3:9.2f}ms"
   head = colored(f"*** {prg.device[:7]:7s} {GlobalCounters.kernel_count:4d}", "magenta" if jit else ("green" if prg.first_run else None))
   name = prg.display_name + " " * max(0, 41 - ansilen(prg.display_name))
   print(f"{head} {name} arg {nbufs:2d} mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {tm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
-        f"({prg.op_estimate / max(et, 1e-9) / 1e9:9.2f} GFLOPS {mem / max(et, 1e-9) / 1e9:7.2f} GB/s)")
+        f"({ops / max(et, 1e-9) / 1e9:9.2f} GFLOPS {mem / max(et, 1e-9) / 1e9:7.2f} GB/s)")
 
 # %% ../nbs/08b_realize.ipynb #e5224d4b
+def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
+  """The AST with every view's bound variables made plain, and the values they are bound to now: the kernel is
+  compiled for the plain AST, once for every value, and run with the values."""
+  sub, var_vals = {}, {}
+  for u in ast.toposort:
+    if u.op is Ops.VIEW and u.arg.vars():
+      st, vals = u.arg.unbind()
+      sub[u] = u.replace(arg=st)
+      var_vals.update(vals)
+  return (ast.substitute(sub) if sub else ast), var_vals
+
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.SINK:
-    runner = get_runner(si.outputs[0].device, si.ast)
+    ast, var_vals = unbind_views(si.ast)
+    runner = get_runner(si.outputs[0].device, ast)
     # the kernel's own parameter list says which buffers it takes (an input whose loads were simplified away is not one)
-    return ExecItem(runner, [si.bufs[i] for i in runner.p.globals])
+    return ExecItem(runner, [si.bufs[i] for i in runner.p.globals], var_vals)
   if si.ast.op is Ops.COPY: return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
   if si.ast.op is Ops.EMPTY: return ExecItem(EmptyOp("empty", si.bufs[0].device), list(si.bufs))
   raise RuntimeError(f"don't know how to run {si.ast.op}")
@@ -135,5 +153,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
   for si in schedule:
     ei = lower_schedule_item(si)
     ei.run()
-    if si.lb is not None: mark_realized(si.lb)
+    if si.lb is not None and si.bufs[0] is si.lb.buffer: mark_realized(si.lb)
     if capturing and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
+  # bases whose memory the planner shared: only now is nothing left that could fail before their last reader ran
+  for si in schedule:
+    if si.lb is not None and si.bufs[0] is not si.lb.buffer: mark_realized(si.lb)

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from .dtype import DType, DTYPES_DICT, dtypes
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
-from .ops import Ops, GroupOp, UOp
+from .ops import Ops, GroupOp, UOp, sint
 from .symbolic import split_add, term_coefficient
 
 # %% auto #0
-__all__ = ['string_rewrite', 'Renderer', 'is_loop', 'count_ops', 'launch_dims', 'ProgramSpec', 'CStyleLanguage', 'ClangRenderer',
-           'OpenCLRenderer', 'CUDARenderer', 'MetalRenderer', 'PythonRenderer', 'parse_python_program']
+__all__ = ['string_rewrite', 'Renderer', 'is_loop', 'count_ops', 'launch_dims', 'ProgramSpec', 'kernel_vars', 'CStyleLanguage',
+           'ClangRenderer', 'OpenCLRenderer', 'CUDARenderer', 'MetalRenderer', 'PythonRenderer', 'parse_python_program']
 
 # %% ../nbs/07_render.ipynb #ada507ed
 class Renderer:
@@ -43,16 +43,18 @@ def _is_data(u: UOp, memo: dict[UOp, bool]) -> bool:
 
 def is_loop(u: UOp, renderer: Renderer) -> bool:
   "Is this RANGE a loop in the code (rather than the index of a thread)?"
-  return u.arg[1] != "thread" and not (renderer.has_local and u.arg[1] in ("global", "local", "group"))
+  # a symbolic size is a loop everywhere: a grid's size is fixed at launch, a loop's bound can be a kernel argument
+  return u.arg[1] != "thread" and not (renderer.has_local and u.arg[1] in ("global", "local", "group") and u.src[0].op is Ops.CONST)
 
 # %% ../nbs/07_render.ipynb #87ea0d8d
-def count_ops(uops: list[UOp], renderer: Renderer) -> int:
+def count_ops(uops: list[UOp], renderer: Renderer) -> sint:
   """Arithmetic on data (not addresses) a kernel does: each op counted once per lane of its vector, once per loop
-  iteration it runs in, and once per thread that runs it."""
+  iteration it runs in, and once per thread that runs it. A loop of symbolic size makes the count symbolic."""
   threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.RANGE and not is_loop(u, renderer))
   mults, total, memo = [threads], 0, {}
   for u in uops:
-    if u.op is Ops.RANGE and is_loop(u, renderer): mults.append(mults[-1] * u.src[0].arg)
+    if u.op is Ops.RANGE and is_loop(u, renderer):
+      mults.append(mults[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else u.src[0]))
     elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in GroupOp.ALU and _is_data(u, memo): total += mults[-1] * u.dtype.count
   return total
@@ -76,7 +78,7 @@ def _thread_dims(sizes: list[int], max_sizes: tuple[int, ...]) -> tuple[list[tup
 def launch_dims(uops: list[UOp], renderer: Renderer) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
   """The launch: (global_size, local_size). On a GPU-style device the global axes are the grid of workgroups and the
   local and group axes the threads in one; on the CPU, the thread axis is how many threads run the kernel."""
-  rngs = sorted([u for u in uops if u.op is Ops.RANGE], key=lambda r: r.arg[0])
+  rngs = sorted([u for u in uops if u.op is Ops.RANGE and not is_loop(u, renderer)], key=lambda r: r.arg[0])
   if renderer.has_local:
     glob = [r.src[0].arg for r in rngs if r.arg[1] == "global"]
     loc = [r.src[0].arg for r in rngs if r.arg[1] in ("local", "group")]
@@ -98,6 +100,7 @@ class ProgramSpec:
   op_estimate: int = 0
   globals: list[int] = field(default_factory=list)
   applied_opts: list = field(default_factory=list)
+  vars: list[UOp] = field(default_factory=list)   # a symbolic kernel's variables: int arguments after the buffers
   @property
   def function_name(self) -> str: return to_function_name(self.name)
   @staticmethod
@@ -106,7 +109,11 @@ class ProgramSpec:
     # simplification can remove every load of an input: such a buffer is not a parameter at all
     bufs = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
     return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, lsize,
-                       count_ops(uops, renderer), bufs, list(applied_opts or []))
+                       count_ops(uops, renderer), bufs, list(applied_opts or []), kernel_vars(uops))
+
+def kernel_vars(uops: list[UOp]) -> list[UOp]:
+  "The variables a kernel takes, in the order of its parameters: by name."
+  return sorted([u for u in uops if u.op is Ops.DEFINE_VAR], key=lambda v: v.arg[0])
 
 # %% ../nbs/07_render.ipynb #b4502f91
 def _render_const(ctx: CStyleLanguage, x: UOp) -> str:
@@ -255,8 +262,8 @@ class CStyleLanguage(Renderer):
     return idx
   def thread_index(self, kind: str, dim: int) -> str: raise NotImplementedError
   def render_kernel(self, name: str, body: list[str], bufs: list[tuple[str, DType, bool]], uops: list[UOp]) -> str:
-    args = ", ".join(f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}* {self.arg_suffix} {n}".replace("  ", " ")
-                     for n, dt, written in bufs)
+    args = ", ".join([f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}* {self.arg_suffix} {n}".replace("  ", " ")
+                      for n, dt, written in bufs] + [f"const int {v.arg[0]}" for v in kernel_vars(uops)])
     return "\n".join([f"{self.kernel_prefix}void {name}({args}) {{", *body, "}"])
   def preamble(self, uops: list[UOp]) -> str: return ""
 
@@ -273,7 +280,7 @@ class CStyleLanguage(Renderer):
       blocks[u] = block
     consumer_block = {s: blocks[u] for u in uops for s in u.src}
     # each global (and local) range's grid dimension, and divisor/modulus where several share one: see _thread_dims
-    rngs = sorted([u for u in uops if u.op is Ops.RANGE], key=lambda r: r.arg[0])
+    rngs = sorted([u for u in uops if u.op is Ops.RANGE and not is_loop(u, self)], key=lambda r: r.arg[0])
     glob, loc = [r for r in rngs if r.arg[1] == "global"], [r for r in rngs if r.arg[1] in ("local", "group")]
     self.global_dims = dict(zip(glob, _thread_dims([r.src[0].arg for r in glob], self.global_max)[0]))
     self.local_dims = dict(zip(loc, _thread_dims([r.src[0].arg for r in loc], self.local_dims_max)[0]))
@@ -283,6 +290,9 @@ class CStyleLanguage(Renderer):
       counters[prefix] += 1
       return f"{prefix}{counters[prefix] - 1}"
     for u in uops:
+      if u.op is Ops.DEFINE_VAR:   # a kernel argument, named as the variable
+        self.r[u] = u.arg[0]
+        continue
       if u.op is Ops.DEFINE_GLOBAL:
         self.r[u] = f"data{u.arg}"
         bufs.append((self.r[u], u.dtype, u in written))
@@ -435,7 +445,8 @@ class MetalRenderer(CStyleLanguage):
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
   def thread_index(self, kind: str, dim: int) -> str: return f"{'gid' if kind == 'global' else 'lid'}.{'xyz'[dim]}"
   def render_kernel(self, name, body, bufs, uops) -> str:
-    args = ", ".join(f"device {'' if w else 'const '}{self.render_dtype(dt)}* {n} [[buffer({i})]]" for i, (n, dt, w) in enumerate(bufs))
+    args = ", ".join([f"device {'' if w else 'const '}{self.render_dtype(dt)}* {n} [[buffer({i})]]" for i, (n, dt, w) in enumerate(bufs)] +
+                     [f"constant int& {v.arg[0]} [[buffer({len(bufs) + i})]]" for i, v in enumerate(kernel_vars(uops))])
     return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
                       f"kernel void {name}({args}, uint3 gid [[threadgroup_position_in_grid]], "
                       f"uint3 lid [[thread_position_in_threadgroup]]) {{", *body, "}"])

@@ -4,9 +4,12 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
-from dataclasses import dataclass, field
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from .dtype import dtypes
-from .helpers import DEBUG, prod
+from .helpers import DEBUG, NO_MEMORY_PLANNER, prod
 from .ops import Ops, GroupOp
 from .ops import UOp
 from .shapetracker import ShapeTracker
@@ -14,7 +17,8 @@ from .lazy import LazyBuffer, lazycache
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'mark_realized', 'create_schedule']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'mark_realized', 'create_schedule', 'held_bases', 'intermediates',
+           'elementwise_inputs', 'memory_order', 'memory_planner', 'planned_memory']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True)
@@ -153,11 +157,13 @@ class Scheduler:
 
   def reading(self, bases: set[LazyBuffer], target: LazyBuffer) -> list[LazyBuffer]:
     "The members of `bases` (a fused graph) that read `target`, directly or through other members."
+    # a method, not a nested function: a function that calls itself through its closure is a reference cycle, which
+    # would keep `bases` (LazyBuffers, and their buffers) alive until Python's cycle collector happens to run
     memo: dict[LazyBuffer, bool] = {}
-    def reads(b: LazyBuffer) -> bool:
-      if b not in memo: memo[b] = any(s.base is target or (s.base in bases and reads(s.base)) for s in b.srcs)
-      return memo[b]
-    return [b for b in bases if reads(b)]
+    return [b for b in bases if self._reads(b, bases, target, memo)]
+  def _reads(self, b: LazyBuffer, bases: set[LazyBuffer], target: LazyBuffer, memo: dict[LazyBuffer, bool]) -> bool:
+    if b not in memo: memo[b] = any(s.base is target or (s.base in bases and self._reads(s.base, bases, target, memo)) for s in b.srcs)
+    return memo[b]
 
   def depends_on(self, lb: LazyBuffer, other: LazyBuffer) -> bool:
     "Is `other` in the not yet computed graph behind `lb`?"
@@ -203,11 +209,175 @@ def mark_realized(base: LazyBuffer) -> None:
   base.op, base.arg, base.srcs, base.forced_realize = Ops.BUFFER, None, (), False
   if base.cache_key is not None and lazycache.get(base.cache_key) is base: del lazycache[base.cache_key]
 
+def _human(nbytes: int) -> str:
+  for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+    if nbytes >= scale: return f"{nbytes / scale:.1f} {unit}"
+  return f"{nbytes} B"
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-  "The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read."
+  """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
+  intermediate buffers sharing memory where their lifetimes allow (`memory_planner`, at the end of this chapter)."""
   scheduler = Scheduler()
   for out in outs: scheduler.schedule_base(out.base)
-  if DEBUG >= 1 and scheduler.schedule:
-    n = len(scheduler.schedule)
-    print(f"scheduled {n} kernel{'s' * (n != 1)}")
-  return scheduler.schedule
+  schedule = scheduler.schedule
+  del scheduler   # its index of scheduled bases refers to each of them: the planner must not count that as a holder
+  schedule = memory_planner(schedule, outs)
+  if DEBUG >= 1 and schedule:
+    line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
+    if NO_MEMORY_PLANNER:
+      if temps := sum(b.nbytes for b in intermediates(schedule, outs)): line += f", intermediates {_human(temps)} (memory planner off)"
+    elif (sizes := planned_memory([si.bufs for si in schedule]))[0]:
+      line += f", intermediates {_human(sizes[0])} -> {_human(sizes[1])} with the memory planner ({1 - sizes[1] / sizes[0]:.0%} saved)"
+    print(line)
+  return schedule
+
+# %% ../nbs/04_schedule.ipynb #c360c198
+def _schedule_graph(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
+  "Every LazyBuffer the schedule computes, inlines or views, down to the realized bases it loads (those not included)."
+  nodes: dict[LazyBuffer, None] = {}
+  stack = [*outs, *(si.lb for si in schedule if si.lb is not None)]
+  while stack:
+    lb = stack.pop()
+    if lb in nodes or lb.realized is not None: continue
+    nodes[lb] = None
+    stack.extend([lb.base] if lb.base is not lb else lb.srcs)
+  return nodes
+
+def _schedule_refs(nodes: dict[LazyBuffer, None], schedule: list[ScheduleItem]) -> Counter:
+  "How many references to each node (by id) the schedule's own graph and items hold: all of them go once it has run."
+  refs = Counter(id(ref) for lb in nodes for ref in ((lb.base,) if lb.base is not lb else lb.srcs))
+  refs.update(id(si.lb) for si in schedule if si.lb is not None)
+  return refs
+
+def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
+  """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, whatever something else
+  refers to (a Tensor, a graph not in this schedule, an autograd context, a variable), and what those read."""
+  nodes = _schedule_graph(schedule, outs)
+  internal = _schedule_refs(nodes, schedule)
+  # Python counts every reference; a fresh object, referenced only as the nodes are here (by `nodes` and the loop),
+  # measures what this function adds. Whatever a node has beyond that and the schedule's own references is held.
+  nodes[object()] = None
+  counts = [sys.getrefcount(lb) for lb in nodes]
+  baseline = counts.pop()
+  stack = [*outs, *(lb for lb, n in zip(nodes, counts) if n - baseline > internal[id(lb)])]
+  scheduled = {id(si.lb) for si in schedule}
+  held: set[LazyBuffer] = set()
+  while stack:
+    lb = stack.pop()
+    if lb in held: continue
+    held.add(lb)
+    # a live view keeps its base; a live base that isn't computed here keeps its sources (a computed one drops them)
+    if lb.base is not lb: stack.append(lb.base)
+    elif id(lb) not in scheduled: stack.extend(lb.srcs)
+  return held
+
+def intermediates(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
+  "The buffers the schedule allocates that nothing holds once it has run: the ones the memory planner may share."
+  held = held_bases(schedule, outs)
+  return {si.bufs[0] for si in schedule if si.lb is not None and si.lb not in held and si.lb.op is not Ops.ASSIGN
+          and not si.bufs[0].is_allocated and si.bufs[0].nbytes > 0}
+
+# %% ../nbs/04_schedule.ipynb #c0bc0add
+def elementwise_inputs(si: ScheduleItem) -> set[int]:
+  """Positions in `si.bufs` of the inputs that a kernel without a reduce reads only at the element it writes:
+  its output may overwrite them, element by element, if they are not needed afterwards."""
+  if si.ast.op is not Ops.SINK or len(si.ast.src) != 1: return set()
+  nodes = si.ast.toposort
+  if any(u.op is Ops.REDUCE_AXIS for u in nodes): return set()
+  out_view = si.ast.src[0].src[1]
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  same = {u.src[0].arg for u in loads if u.src[1] is out_view}
+  return same - {u.src[0].arg for u in loads if u.src[1] is not out_view} - {0}
+
+# %% ../nbs/04_schedule.ipynb #7fcdbef5
+def _internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[Buffer] | None = None,
+                             inplace: list[set[int]] | None = None) -> dict[Buffer, Buffer]:
+  """Share memory among buffers whose lifetimes don't overlap. `buffers[i]` are the buffers step i uses (a schedule
+  item's or a TinyJit ExecItem's `bufs`, output first); a buffer's lifetime runs from the first step that uses it to
+  the last. A view counts as its base. Every buffer not in `noopt_buffers` (nor a view of one) is planned.
+  `inplace[i]`: positions in `buffers[i]` whose memory step i's output may take if they die at step i (an elementwise
+  kernel that reads them only at the element it writes). Returns {buffer: a view of the block it now lives in}."""
+  if NO_MEMORY_PLANNER: return {}
+  noopt = noopt_buffers or set()
+  first: dict[Buffer, int] = {}
+  last: dict[Buffer, int] = {}
+  for i, bufs in enumerate(buffers):
+    for b in bufs:
+      if b in noopt or b.base in noopt or b.base.nbytes == 0: continue
+      first.setdefault(b.base, i)
+      last[b.base] = i
+  blocks: list[list] = []   # [device, nbytes, tenant]: one shared allocation, and the buffer that holds it now
+  block_of: dict[Buffer, int] = {}
+  for i, bufs in enumerate(buffers):
+    # inputs step i reads for the last time, only where it writes: its output may take their block
+    dying_inputs = {bufs[k].base for k in (inplace[i] if inplace else ()) if last.get(bufs[k].base) == i}
+    for unit in sorted((b.base for b in dict.fromkeys(bufs) if first.get(b.base) == i), key=lambda u: -u.nbytes):
+      in_place = {b for b in dying_inputs if b.dtype.itemsize == unit.dtype.itemsize} if unit is bufs[0].base else set()
+      free = [n for n, (device, _, tenant) in enumerate(blocks)
+              if device == unit.device and (last[tenant] < i or tenant in in_place)]
+      fits = [n for n in free if blocks[n][1] >= unit.nbytes]
+      if fits: n = min(fits, key=lambda n: blocks[n][1])           # the smallest block it fits in
+      elif free: n = max(free, key=lambda n: blocks[n][1])         # else the largest free one, grown
+      else:
+        n = len(blocks)
+        blocks.append([unit.device, 0, None])
+      blocks[n][1:] = [max(blocks[n][1], unit.nbytes), unit]
+      block_of[unit] = n
+  memory = [Buffer(device, nbytes, dtypes.uint8) for device, nbytes, _ in blocks]
+  return {b: Buffer(b.device, b.size, b.dtype, base=memory[block_of[b.base]])
+          for bufs in buffers for b in bufs if b.base in block_of}
+
+# %% ../nbs/04_schedule.ipynb #90b443c1
+def memory_order(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[ScheduleItem]:
+  """The same items, in an order that lets the intermediates `temps` go early. Any order computes the same values
+  if each item still runs after the last writer of every buffer it reads or writes, and before any later writer of a
+  buffer it reads. Among the items that are ready, it takes the one that frees the most bytes, less what it allocates."""
+  before: list[set[int]] = [set() for _ in schedule]   # the items that must run before item i
+  writer: dict[Buffer, int] = {}
+  readers: dict[Buffer, list[int]] = {}
+  for i, si in enumerate(schedule):
+    for b in si.bufs[1:]:
+      if b in writer: before[i].add(writer[b])
+      readers.setdefault(b, []).append(i)
+    if si.bufs[0] in writer: before[i].add(writer[si.bufs[0]])
+    before[i].update(readers.pop(si.bufs[0], []))
+    writer[si.bufs[0]] = i
+  after: list[list[int]] = [[] for _ in schedule]
+  for i, deps in enumerate(before):
+    for d in deps: after[d].append(i)
+  waiting = [len(deps) for deps in before]
+  readers_left = Counter(b for si in schedule for b in set(si.bufs[1:]) if b in temps)
+  def gain(i: int) -> tuple[int, int]:
+    si = schedule[i]
+    freed = sum(b.nbytes for b in set(si.bufs[1:]) if b in temps and readers_left[b] == 1)
+    allocated = 0 if si.bufs[0].is_allocated or (si.lb is not None and si.lb.op is Ops.ASSIGN) else si.bufs[0].nbytes
+    return freed - allocated, -i   # on a tie, the scheduler's order
+  ready, order = [i for i, n in enumerate(waiting) if n == 0], []
+  while ready:
+    best = max(ready, key=gain)
+    ready.remove(best)
+    order.append(schedule[best])
+    readers_left.subtract(b for b in set(schedule[best].bufs[1:]) if b in temps)
+    for j in after[best]:
+      waiting[j] -= 1
+      if waiting[j] == 0: ready.append(j)
+  return order
+
+# %% ../nbs/04_schedule.ipynb #69ddf19b
+def memory_planner(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> list[ScheduleItem]:
+  """The schedule with intermediates whose lifetimes don't overlap (or that an elementwise kernel overwrites in place)
+  sharing memory, in the scheduler's order or `memory_order`, whichever needs less. `NO_MEMORY_PLANNER=1`: unchanged."""
+  if NO_MEMORY_PLANNER or len(schedule) < 2 or not (temps := intermediates(schedule, outs)): return schedule
+  keep = {b for si in schedule for b in si.bufs} - temps
+  inplace = {id(si): elementwise_inputs(si) for si in schedule}
+  plans = []
+  for order in (schedule, memory_order(schedule, temps)):
+    assigned = _internal_memory_planner([si.bufs for si in order], keep, [inplace[id(si)] for si in order])
+    plans.append((sum(block.nbytes for block in {view.base for view in assigned.values()}), order, assigned))
+  _, order, assigned = min(plans, key=lambda plan: plan[0])   # on a tie, the scheduler's order
+  return [replace(si, bufs=tuple(assigned.get(b, b) for b in si.bufs)) for si in order]
+
+def planned_memory(buffers: list[Sequence[Buffer]]) -> tuple[int, int]:
+  "Bytes of the planned buffers (the views), and of the blocks they share: the memory without and with the planner."
+  views = {b for bufs in buffers for b in bufs if b._base is not None}
+  return sum(b.nbytes for b in views), sum(b.nbytes for b in {b._base for b in views})

@@ -7,20 +7,25 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from .dtype import dtypes
-from .helpers import prod
-from .ops import UOp
+from .helpers import prod, all_int
+from .ops import UOp, Ops, sint, ssimplify, sym_infer
 
 # %% auto #0
 __all__ = ['strides_for_shape', 'View', 'unravel', 'ShapeTracker']
 
 # %% ../nbs/03a_shapetracker.ipynb #9d39aaf6
-def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-  "Row-major (C order) strides, with 0 for axes of size 1 so they never move the index."
+def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
+  "Row-major (C order) strides, with 0 for axes of size 1 so they never move the index. Sizes may be symbolic."
   strides, acc = [], 1
   for s in reversed(shape):
     strides.append(acc if s != 1 else 0)
-    acc *= s
+    acc = s if isinstance(acc, int) and acc == 1 else acc * s
   return tuple(reversed(strides))
+
+def _numel(shape: tuple[sint, ...]) -> int | None:
+  "How many elements, with bound variables at their values; None if a variable has no value (inside a kernel)."
+  try: return sym_infer(prod(shape))
+  except ValueError: return None
 
 # %% ../nbs/03a_shapetracker.ipynb #7e3d276e
 @dataclass(frozen=True)
@@ -45,7 +50,18 @@ class View:
     contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
     return View(tuple(shape), tuple(strides), offset, mask, contiguous)
 
-  def size(self) -> int: return prod(self.shape)
+  def size(self) -> int:
+    "How many elements; a symbolic axis counts at its largest (the memory a buffer of this shape needs)."
+    return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
+  def vars(self) -> set[UOp]:
+    "The bound variables in this view's shape, strides, offset and mask."
+    parts = [*self.shape, *self.strides, self.offset, *[m for lohi in (self.mask or ()) for m in lohi]]
+    return {u for p in parts if isinstance(p, UOp) for u in p.toposort if u.op is Ops.BIND}
+  def substitute(self, sub: dict[UOp, UOp]) -> View:
+    "The same view with UOps replaced (a bound variable by its plain variable, or by another binding)."
+    s = lambda x: x.substitute(sub) if isinstance(x, UOp) else x
+    return View.create(tuple(map(s, self.shape)), tuple(map(s, self.strides)), s(self.offset),
+                       tuple((s(lo), s(hi)) for lo, hi in self.mask) if self.mask else None)
 
   # ---- movement ops; each returns a new View, except reshape, which may fail (None)
   def permute(self, axis: tuple[int, ...]) -> View:
@@ -64,8 +80,8 @@ class View:
     mask = None
     if self.mask:
       mask = tuple((max(0, mlo - lo), max(0, min(mhi - lo, hi - lo))) for (mlo, mhi), (lo, hi) in zip(self.mask, arg))
-    offset = self.offset + sum(lo * st for (lo, _), st in zip(arg, self.strides))
-    return View.create(tuple(hi - lo for lo, hi in arg), self.strides, offset, mask)
+    offset = self.offset + sum(lo * st for (lo, _), st in zip(arg, self.strides) if not (isinstance(lo, int) and lo == 0))
+    return View.create(tuple(hi if isinstance(lo, int) and lo == 0 else ssimplify(hi - lo) for lo, hi in arg), self.strides, offset, mask)
 
   def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
     "Grow each axis by (before, after) elements that read as 0: a shrink to negative bounds plus a mask."
@@ -88,8 +104,18 @@ class View:
     """The same elements seen with another shape, if one strided View can express it; else None
     (the ShapeTracker then stacks a new View on top)."""
     if self.shape == new_shape: return self
-    if prod(self.shape) != prod(new_shape): raise ValueError(f"cannot reshape {self.shape} to {new_shape}")
+    # sizes are compared with bound variables at their values (inside a kernel they have none: no check there)
+    if None not in (old := _numel(self.shape), new := _numel(new_shape)) and old != new:
+      raise ValueError(f"cannot reshape {self.shape} to {new_shape}")
     if self.contiguous or 0 in self.shape: return View.create(new_shape)
+    if not all_int(self.shape + tuple(new_shape)):
+      # symbolic sizes can't be cut apart; the common case, axes of size 1 coming and going (broadcasting), keeps
+      # every other axis's stride and mask; anything else gets a new View on top, which says it exactly
+      if [s for s in self.shape if s != 1] != [s for s in new_shape if s != 1] or \
+         any(s == 1 and m != (0, 1) for s, m in zip(self.shape, self.mask or ())): return None
+      kept = iter([(st, m) for s, st, m in zip(self.shape, self.strides, self.mask or [(0, s) for s in self.shape]) if s != 1])
+      moved = [(0, (0, 1)) if n == 1 else next(kept) for n in new_shape]
+      return View.create(new_shape, tuple(st for st, _ in moved), self.offset, tuple(m for _, m in moved) if self.mask else None)
     if self.mask and all(lo >= hi for lo, hi in self.mask):
       # nothing is valid: keep saying so with an empty mask, which needs an axis to live on (a 0-d view has none)
       return View.create(new_shape, mask=tuple((0, 0) for _ in new_shape)) if new_shape else None
@@ -121,7 +147,7 @@ class View:
   # ---- from indices to an address
   def to_indexed_uops(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
     "The buffer offset for element `idxs` and whether it is valid, as UOp expressions."
-    iexpr = UOp.const(dtypes.int32, self.offset)
+    iexpr = self.offset if isinstance(self.offset, UOp) else UOp.const(dtypes.int32, self.offset)
     for idx, sh, st in zip(idxs, self.shape, self.strides):
       if sh != 1 and st != 0: iexpr = iexpr + idx * st
     valid = UOp.const(dtypes.bool, True)
@@ -152,7 +178,13 @@ class ShapeTracker:
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
   @property
-  def size(self) -> int: return prod(self.shape)
+  def size(self) -> int: return self.views[-1].size()
+  def vars(self) -> set[UOp]: return set().union(*[v.vars() for v in self.views])
+  def substitute(self, sub: dict[UOp, UOp]) -> ShapeTracker: return ShapeTracker(tuple(v.substitute(sub) for v in self.views))
+  def unbind(self) -> tuple[ShapeTracker, dict[UOp, int]]:
+    "Bound variables replaced by plain ones, and their values: a kernel is built for every value, and run with these."
+    binds = self.vars()
+    return self.substitute({b: b.unbind()[0] for b in binds}), dict(b.unbind() for b in binds)
   @property
   def contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].contiguous
   def real_size(self) -> int:

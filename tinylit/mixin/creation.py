@@ -4,10 +4,10 @@
 
 # %% ../../nbs/01e_creation.ipynb #ec118f00
 from __future__ import annotations
-import math
+import hashlib, math
 from typing import TYPE_CHECKING, ClassVar
 import numpy as np
-from ..dtype import dtypes, to_dtype
+from ..dtype import DType, DTypeError, dtypes, to_dtype
 from ..helpers import argfix, prod
 from ..ops import Ops
 from ..lazy import LazyBuffer, _check_size
@@ -16,7 +16,7 @@ from . import ArgumentError, _check_shape
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
 # %% auto #0
-__all__ = ['CreationMixin', 'RandomMixin']
+__all__ = ['CreationMixin', 'threefry2x32', 'RandomMixin']
 
 # %% ../../nbs/01e_creation.ipynb #fa96cd1e
 class CreationMixin:
@@ -67,35 +67,110 @@ class CreationMixin:
   def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)
   def ones_like(self, **kwargs) -> Tensor: return self.full_like(1, **kwargs)
 
+# %% ../../nbs/01e_creation.ipynb #290747bc
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))   # Threefry-2x32's rotation amounts, for even and odd groups of rounds
+
+def threefry2x32(x0, x1, key0, key1):
+  """Threefry-2x32 with 20 rounds (Salmon et al., 2011): mixes the 64-bit counter (x0, x1) under the 64-bit key
+  (key0, key1) into two random-looking 32-bit words. Written with `+ ^ << >> |` only, it runs on anything that wraps
+  at 32 bits: uint32 Tensors (one fused kernel) or numpy uint32 arrays (a reference on the host)."""
+  ks = (key0, key1, key0 ^ key1 ^ 0x1BD11BDA)   # the key schedule: both key words and their parity
+  x0, x1 = x0 + ks[0], x1 + ks[1]
+  for i in range(5):                            # five groups of four rounds
+    for r in _ROTATIONS[i % 2]:
+      x0 = x0 + x1
+      x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0   # rotate left by r, then mix in the sum
+    # inject the key again, rotated by one word each time, and the group's number (so no two groups look alike)
+    x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + (i + 1)
+  return x0, x1
+
 # %% ../../nbs/01e_creation.ipynb #a0d53f1a
 class RandomMixin:
-  """Random tensors from one seeded numpy generator on the host, copied to the device. (tinygrad computes them on the
-  device with Threefry; that is to replace this class, which is why it is one group of its own.)"""
-  _rng: ClassVar[np.random.Generator] = np.random.default_rng(0)
+  """Random tensors computed on the device, bit for bit as tinygrad v0.10.0 does: Threefry-2x32 of a per-device key
+  and a per-device counter, so `rand` is lazy like any other op and a TinyJit replay draws new numbers."""
+  _seed: ClassVar[int] = 0                          # tinygrad starts from the clock; 0 keeps a notebook's outputs fixed
+  _device_seeds: ClassVar[dict[str, Tensor]] = {}   # device -> its key: two uint32 words
+  _device_rng_counters: ClassVar[dict[str, Tensor]] = {}  # device -> uint32[1], moved on (with assign) by every draw
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
-    "Restart the generator: the same seed gives the same random tensors."
-    RandomMixin._rng = np.random.default_rng(seed)
+    "Start again from `seed`: the next draw on each device makes its key anew, with its counter at 0."
+    RandomMixin._seed, RandomMixin._device_seeds, RandomMixin._device_rng_counters = seed, {}, {}
+
   @classmethod
-  def rand(cls, *shape, **kwargs) -> Tensor:
-    "Uniform in [0, 1)."
-    dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
-    return cls(RandomMixin._rng.random(_check_shape(argfix(*shape), "rand"), dtype=np.float32).astype(dtype.np), dtype=dtype, **kwargs)
+  def _threefry_random_bits(cls, key: Tensor, counter: Tensor, num: int) -> Tensor:
+    """`num` random uint32 words. Word j < half is the first output of Threefry at the counter pair
+    (counter + j, counter + j + half); word j >= half is the second output of the pair at j - half. tinygrad hashes
+    the half-length pairs and concatenates both outputs; choosing per word gives the same words without the cat."""
+    half = -(-num // 2)
+    j = cls.arange(num, device=key.device, dtype=dtypes.uint32)
+    first = j < half
+    counts0 = first.where(j, j - half) + counter
+    x0, x1 = threefry2x32(counts0, counts0 + half, key[0].expand(num), key[1].expand(num))
+    return first.where(x0, x1)
+
   @classmethod
-  def randn(cls, *shape, **kwargs) -> Tensor:
-    "Standard normal."
-    dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
-    return cls(RandomMixin._rng.standard_normal(_check_shape(argfix(*shape), "randn"), dtype=np.float32).astype(dtype.np), dtype=dtype, **kwargs)
+  def rand(cls, *shape, device: str | None = None, dtype=None, contiguous: bool = True, **kwargs) -> Tensor:
+    "Uniform in [0, 1): random mantissa bits m of each float, as m * 2**-nmant. Lazy: one kernel on `device`."
+    dtype = to_dtype(dtype or dtypes.default_float)
+    if not dtypes.is_float(dtype): raise ArgumentError(f"rand: only float dtypes, got {dtype}")
+    shape = _check_shape(argfix(*shape), "rand")
+    _check_size(shape, "rand")
+    device = Device.canonicalize(device)
+    if device not in RandomMixin._device_seeds:
+      # a new device's key: a hash of how many devices came before it, and the seed (each kept to 32 bits)
+      device_hash = int.from_bytes(hashlib.sha256(len(RandomMixin._device_seeds).to_bytes(4, "big")).digest(), "big")
+      RandomMixin._device_seeds[device] = cls([device_hash % 2**32, RandomMixin._seed % 2**32], device=device, dtype=dtypes.uint32)
+      RandomMixin._device_rng_counters[device] = cls([0], device=device, dtype=dtypes.uint32)
+      had_counter = False
+    else: had_counter = True
+    if (numel := prod(shape)) == 0: return cls.zeros(shape, device=device, dtype=dtype, **kwargs)
+    num = -(-numel * dtype.itemsize // 4)   # uint32 words of random bits
+    counter = RandomMixin._device_rng_counters[device]
+    # v0.10 moves the counter on by this draw's own size before drawing (the first draw on a device doesn't)
+    if had_counter: counter.assign(counter + num)
+    bits = cls._threefry_random_bits(RandomMixin._device_seeds[device], counter, num)
+    out = cls._bits_to_rand(bits, numel, dtype).reshape(shape)
+    if contiguous: out = out.contiguous()
+    out.requires_grad = kwargs.get("requires_grad")
+    return out
+
+  @staticmethod
+  def _bits_to_rand(bits: Tensor, numel: int, dtype: DType) -> Tensor:
+    """`numel` floats of `dtype` in [0, 1) from random uint32 words, whose bytes are read as tinygrad's bitcast reads
+    them (little-endian): the top nmant bits m of each float's share make m * 2**-nmant. That is exactly the float
+    1.m minus 1, which tinygrad gets by putting m under the exponent of 1.0 and bitcasting."""
+    nmant = int(np.finfo(dtype.np).nmant)
+    if dtype.itemsize == 4: uint = bits
+    elif dtype.itemsize == 2:   # two 16-bit values per word, the low half first
+      shifts = type(bits).arange(2, device=bits.device, dtype=dtypes.uint32) * 16
+      uint = ((bits.reshape(-1, 1) >> shifts) & 0xffff).reshape(-1)
+    else:                        # one 64-bit value per two words, the first word low
+      pairs = bits.cast(dtypes.uint64).reshape(-1, 2)
+      uint = (pairs[:, 1] << 32) | pairs[:, 0]
+    return (uint[:numel] >> (8 * dtype.itemsize - nmant)).cast(dtype) * 2.0 ** -nmant
+
+  @classmethod
+  def randn(cls, *shape, dtype=None, **kwargs) -> Tensor:
+    "Standard normal, by the Box-Muller transform of two uniform draws (drawn as one float32 `rand` of shape (2, *shape))."
+    shape = _check_shape(argfix(*shape), "randn")
+    requires_grad = kwargs.pop("requires_grad", None)
+    src = cls.rand((2, *shape), **{**kwargs, "dtype": dtypes.float32})
+    ret = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt()).cast(dtype or dtypes.default_float)
+    ret.requires_grad = requires_grad
+    return ret
   @classmethod
   def randint(cls, *shape, low=0, high=10, **kwargs) -> Tensor:
-    "Integers in [low, high)."
-    dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.int32)
-    return cls(RandomMixin._rng.integers(low, high, _check_shape(argfix(*shape), "randint")).astype(dtype.np), dtype=dtype, **kwargs)
+    "Integers in [low, high): a uniform float in [0, high - low), truncated, plus low."
+    if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint: low={low!r} and high={high!r} must be ints")
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
+    if not dtypes.is_int(dtype): raise DTypeError(f"randint: dtype must be an int, got {dtype}")
+    return cls.uniform(*_check_shape(argfix(*shape), "randint"), low=low, high=high, dtype=dtype, **kwargs)
   @classmethod
   def uniform(cls, *shape, low=0.0, high=1.0, **kwargs) -> Tensor:
-    dtype = kwargs.pop("dtype", None) or dtypes.default_float
+    "Uniform in [low, high): `(high - low) * rand`, cast to `dtype`, plus low."
+    dtype = kwargs.pop("dtype", dtypes.default_float)
     requires_grad = kwargs.pop("requires_grad", None)
-    ret = ((high - low) * cls.rand(*shape, **kwargs) + low).cast(dtype)
+    ret = ((high - low) * cls.rand(*shape, **kwargs)).cast(dtype) + low
     ret.requires_grad = requires_grad
     return ret
   @classmethod
@@ -113,10 +188,12 @@ class RandomMixin:
     return ret
   @classmethod
   def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
-    "Uniform with the bound sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio)."
+    "Uniform in [-1, 1) scaled by sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio)."
     shape = _check_shape(argfix(*shape), "glorot_uniform")
-    bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5 if shape else 1.0
-    return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+    requires_grad = kwargs.pop("requires_grad", None)
+    ret = cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul((6 / (shape[0] + prod(shape[1:]))) ** 0.5 if shape else 1.0)
+    ret.requires_grad = requires_grad
+    return ret
   @classmethod
   def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
     shape = _check_shape(argfix(*shape), "kaiming_uniform")
@@ -128,8 +205,8 @@ class RandomMixin:
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return cls.normal(*shape, mean=0.0, std=std, **kwargs)
   def rand_like(self, **kwargs) -> Tensor:
-    dtype = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
-    return type(self).rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dtype, **kwargs)
+    "`rand` in this tensor's shape, device and dtype (which must be a float one, as in tinygrad)."
+    return type(self).rand(*self.shape, device=kwargs.pop("device", self.device), dtype=kwargs.pop("dtype", self.dtype), **kwargs)
   def randn_like(self, **kwargs) -> Tensor:
     dtype = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
     return type(self).randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dtype, **kwargs)
@@ -142,6 +219,6 @@ class RandomMixin:
     weights = self.unsqueeze(0) if self.ndim == 1 else self
     cdf = weights.float().cumsum(1)
     cdf = cdf / cdf[:, -1:]                                          # a staircase from 0 to 1 per row
-    u = type(self).rand(num_samples, weights.shape[0], 1, device=self.device)
+    u = type(self).rand(num_samples, weights.shape[0], 1).to(self.device)   # drawn on the default device, as in v0.10
     picked = (u >= cdf).sum(2).permute(1, 0)                         # how many steps lie below each sample
     return (picked.squeeze(0) if self.ndim == 1 else picked).cast(dtypes.int32)

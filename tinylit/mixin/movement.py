@@ -8,10 +8,22 @@ import math
 from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from ..dtype import DTypeError, dtypes
-from ..helpers import argfix, argsort, flatten, prod
+from ..helpers import all_int, argfix, argsort, flatten, prod
+from ..ops import UOp, sym_infer
 from . import ArgumentError, _check_ints, _normalize_axes, _normalize_axis, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
+
+def _check_sints(values: tuple, op: str, what: str) -> tuple:
+  "Sizes are ints, or symbolic sizes whose variables are bound (`Variable('n', 1, 10).bind(4)`, chapter 3)."
+  out = []
+  for v in values:
+    if isinstance(v, UOp):
+      try: sym_infer(v)
+      except ValueError as e: raise TypeError(f"{op}: a symbolic {what} needs bound variables ({e}), got {values}") from None
+      out.append(v)
+    else: out.append(_check_ints((v,), op, what)[0])
+  return tuple(out)
 
 # %% auto #0
 __all__ = ['ShapeMethods', 'WindowMethods', 'IndexMethods', 'JoinMethods', 'MovementMixin']
@@ -22,19 +34,21 @@ class ShapeMethods:
   def reshape(self, shape, *args) -> Tensor:
     "Same elements, new shape; one axis may be -1 (inferred), None keeps that axis."
     new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
-    _check_ints(new_shape, "reshape", "shape")
+    new_shape = _check_sints(new_shape, "reshape", "shape")
     if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
+    if c and not all_int(self.shape + new_shape): raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
     if c:
       known = prod(s for s in new_shape if s != -1)
       if known == 0 or self.numel() % known: raise ArgumentError(f"reshape: can't reshape {self.shape} into {new_shape}")
       new_shape = tuple(self.numel() // known if s == -1 else s for s in new_shape)
-    if any(s < 0 for s in new_shape) or prod(new_shape) != self.numel():
-      raise ArgumentError(f"reshape: size mismatch, can't reshape {self.shape} ({self.numel()} elements) into {new_shape}")
+    # a symbolic size counts at the value its variable is bound to now
+    if any(isinstance(s, int) and s < 0 for s in new_shape) or sym_infer(prod(new_shape)) != sym_infer(self.numel()):
+      raise ArgumentError(f"reshape: size mismatch, can't reshape {self.shape} ({sym_infer(self.numel())} elements) into {new_shape}")
     return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
   def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def expand(self, shape, *args) -> Tensor:
     "Broadcast axes of size 1 to a larger size (-1 or None keeps an axis); new axes may be added in front."
-    new_shape = _check_ints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
+    new_shape = _check_sints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
     if len(new_shape) < self.ndim: raise ArgumentError(f"expand: shape {new_shape} has fewer dims than {self.shape}")
     padded = (1,) * (len(new_shape) - self.ndim) + self.shape
     return self._broadcast_to(tuple(old if new == -1 else new for old, new in zip(padded, new_shape)))
@@ -43,7 +57,7 @@ class ShapeMethods:
     if self.shape == shape: return self
     if self.ndim > len(shape): raise ArgumentError(f"can't broadcast {self.shape} to {shape}: too many dims")
     padded = (1,) * (len(shape) - self.ndim) + self.shape
-    if any(a != b and a != 1 for a, b in zip(padded, shape)) or any(s < 0 for s in shape):
+    if any(a != b and a != 1 for a, b in zip(padded, shape)) or any(isinstance(s, int) and s < 0 for s in shape):
       raise ArgumentError(f"can't broadcast {self.shape} to {shape}")
     x = self.reshape(padded) if padded != self.shape else self
     return x if padded == shape else F.Expand.apply(x, shape=shape)
@@ -61,8 +75,8 @@ class ShapeMethods:
     if len(arg) != self.ndim: raise ArgumentError(f"shrink: need one (lo, hi) per axis of {self.shape}, got {arg}")
     arg = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (lo, hi), s in zip(arg, self.shape):
-      _check_ints((lo, hi), "shrink", "bounds")
-      if not 0 <= lo <= hi <= s: raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
+      _check_sints((lo, hi), "shrink", "bounds")
+      if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s): raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else F.Shrink.apply(self, arg=tuple(arg))
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad each axis: one (before, after) per axis (None: none), or torch's flat form (left, right, top, bottom, ...)

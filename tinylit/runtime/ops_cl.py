@@ -57,5 +57,9 @@ class CLDevice(Compiled):
                          f"(pip install pyopencl pocl-binary-distribution): {e}") from None
     self.cl, self.ctx = cl, cl.Context(platform.get_devices()[:1])
     self.queue = cl.CommandQueue(self.ctx)
+    try: cl.Program(self.ctx, "__kernel void probe(__global int* a) { a[0] = 1; }").build()
+    except cl.RuntimeError as e:  # e.g. PoCL's LLVM does not know this CPU ("unknown target CPU 'generic'")
+      why = next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()), str(e).strip())
+      raise RuntimeError(f"OpenCL device {self.ctx.devices[0].name!r} cannot build kernels on this machine: {why}") from None
     super().__init__(device, CLAllocator(self), OpenCLRenderer(), CLCompiler(self), CLProgram)
   def synchronize(self) -> None: self.queue.finish()

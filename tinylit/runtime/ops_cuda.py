@@ -69,6 +69,7 @@ class CUDAAllocator(Allocator):
   def free(self, opaque, nbytes: int) -> None:
     try: self.dev.cu.cuMemFree(opaque)
     except Exception: pass   # at interpreter exit the driver may already be gone
+  def view(self, opaque, nbytes: int): return opaque   # a block's first bytes start at its address (chapter 4's planner)
   def copyin(self, dest, src: memoryview) -> None:
     _check(self.dev.cu.cuMemcpyHtoD(dest, np.frombuffer(src, dtype=np.uint8).ctypes.data, src.nbytes), "cuMemcpyHtoD")
   def copyout(self, dest: memoryview, src) -> None:

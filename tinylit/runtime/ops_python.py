@@ -47,9 +47,13 @@ class PythonProgram:
 
   def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
     uops = self.uops
-    ends = {i: uops[uops[i][2][0]][3] for i, (op, *_) in enumerate(uops) if op is Ops.RANGE}
+    # a symbolic kernel's variables arrive after the buffers, sorted by name (see ProgramSpec.vars)
+    var_names = sorted(arg[0] for op, _, _, arg in uops if op is Ops.DEFINE_VAR)
+    var_val = {name: val for name, val in zip(var_names, vals)}
+    # a range's end is a constant, except for a loop of symbolic size, whose end is computed when the loop starts
+    ends = {i: uops[uops[i][2][0]][3] for i, (op, *_) in enumerate(uops) if op is Ops.RANGE and uops[uops[i][2][0]][0] is Ops.CONST}
     # one lane per thread: per element of the global, local and group ranges
-    lane_rngs = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] in ("global", "local", "group")]
+    lane_rngs = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] in ("global", "local", "group") and i in ends]
     lanes = np.indices([ends[i] for i in lane_rngs]).reshape(len(lane_rngs), -1) if lane_rngs else np.zeros((0, 1), dtype=np.int32)
     lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(lane_rngs)}
     glob = [k for k, pos in enumerate(lane_rngs) if uops[pos][3][1] == "global"]
@@ -66,9 +70,13 @@ class PythonProgram:
           v[pc] = (arr, False, arr.size, block)
         elif op is Ops.DEFINE_LOCAL: v[pc] = (np.zeros(nblocks * arg[1], dtype=dtype.np), True, arg[1], block)
         elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.scalar().np)  # constants already hold in-range values
+        elif op is Ops.DEFINE_VAR:
+          if not arg[1] <= var_val[arg[0]] <= arg[2]: raise ValueError(f"{self.name}: {arg[0]}={var_val[arg[0]]} is outside [{arg[1]}, {arg[2]}]")
+          v[pc] = np.int32(var_val[arg[0]])
         elif op is Ops.RANGE:
           if pc in lane_of: v[pc] = lane_of[pc]
           else:
+            if pc not in ends or uops[srcs[0]][0] is not Ops.CONST: ends[pc] = int(v[srcs[0]])
             v[pc] = np.int32(0)
             if ends[pc] <= 0:
               pc = self.loop_end[pc] + 1
