@@ -160,9 +160,11 @@ def headings(md: str) -> list[tuple[int, str]]:
 def plain_text(md: str) -> str:
     "What a reader sees of a bit of inline markdown: no code ticks, emphasis, link targets or tags."
     md = LINK.sub(lambda m: m["text"], md)
-    md = CODE_SPAN.sub(lambda m: m["code"].strip(), md)
+    codes: list[str] = []  # code spans stand aside while emphasis goes: `jit_cache` keeps its underscore
+    md = CODE_SPAN.sub(lambda m: codes.append(m["code"].strip()) or f"\0{len(codes) - 1}\0", md)
     md = HTML_TAG.sub("", md)
     md = re.sub(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1", r"\2", md)
+    md = re.sub(r"\0(\d+)\0", lambda m: codes[int(m[1])], md)
     return html.unescape(md)
 
 
