@@ -238,7 +238,7 @@ class UOp(metaclass=UOpMetaClass):
     from tinylit.pattern import graph_rewrite
     return graph_rewrite(self, symbolic)
   def render(self, simplify=True) -> str:
-    "This expression as readable (C-like) text: `(ridx0*4+ridx1)`."
+    "This expression as readable (C-like) text: `((idx0*4)+idx1)` (a reduce range reads `ridx0`)."
     return render_symbolic(self.simplify() if simplify else self)
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
     "Replace nodes by others everywhere below this one."
