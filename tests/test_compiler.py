@@ -1,5 +1,6 @@
 """The compiler's promises, checked directly: fusion decisions, generated source, DEBUG output, the compile
 cache, the JIT, and the PYTHON device's bounds checks."""
+import re
 import numpy as np
 import pytest
 from tinylit import Tensor
@@ -36,7 +37,8 @@ def test_debug4_prints_the_c_that_ran(capsys):
   with Context(DEBUG=4): out = (a + b).sum().numpy()
   text = capsys.readouterr().out
   assert out == 110.0
-  assert "void r_4(float* restrict data0, const float* restrict data1, const float* restrict data2)" in text
+  # the name gets a suffix (r_4n2) when another kernel of this worker already took r_4
+  assert re.search(r"void r_4(n\d+)?\(float\* restrict data0, const float\* restrict data1, const float\* restrict data2\)", text)
   assert "acc0 = (acc0+(val0+val1));" in text
   assert "*** CPU" in text and "arg  3" in text
 

@@ -37,6 +37,12 @@ PROGRAMS = {
   "broadcast_row": lambda x, w, big, n: x + x.sum(0, keepdim=True),
   "shrink_cache": lambda x, w, big, n: big.shrink((None, (0, n))) + x,
   "attention": lambda x, w, big, n: (Tensor.ones(2, 3, device=x.device) @ x).softmax(1) @ x.T,
+  # the size as a value: a symbolic count (mean, var) or the variable itself in arithmetic
+  "mean_sym_axis": lambda x, w, big, n: x.mean(1),
+  "mean_all": lambda x, w, big, n: x.mean(),
+  "var_sym_axis": lambda x, w, big, n: x.var(1),
+  "std_other_axis": lambda x, w, big, n: x.std(0, correction=0),
+  "scale_by_n": lambda x, w, big, n: x * n - (n * 2 + 1),
 }
 
 
@@ -117,12 +123,24 @@ def test_kernel_holds_the_variable_and_takes_its_value():
   with pytest.raises(KernelOptError, match="symbolic size"): k.apply_opt(Opt(OptOps.UPCAST, axis, 4))
 
 
+def test_symbolic_value_is_a_kernel_argument():
+  "A mean over a symbolic axis divides by the variable's value: the CONST holds the variable, the kernel takes it."
+  n = Variable("n", 1, 9)
+  x = Tensor(np.ones((3, 9), np.float32)).shrink((None, (0, n.bind(4)))).mean(1)
+  (si,) = [s for s in x.schedule() if s.ast.op.name == "SINK"]
+  ast, var_vals = unbind_views(si.ast)
+  assert [(v.arg, val) for v, val in var_vals.items()] == [(("n", 1, 9), 4)]
+  assert any(u.op.name == "CONST" and u.arg is n for u in ast.toposort), "the count should be the variable n"
+  assert (Tensor.from_uop(n.bind(4) * 2 + 3) + 0).item() == 11
+
 def test_bad_symbolic_input():
   x = Tensor(np.ones((3, 4), np.float32))
   with pytest.raises(ValueError, match=r"\[1, 10\]"): Variable("n", 1, 10).bind(11)
   with pytest.raises(TypeError, match="bound"): x.reshape(3, Variable("n", 1, 10))
   with pytest.raises(Exception, match="size mismatch"): x.reshape(3, Variable("n", 1, 10).bind(5))
   with pytest.raises(Exception, match="out of range"): x.shrink((None, (0, Variable("n", 1, 10).bind(6))))
+  with pytest.raises(TypeError, match="bound Variable"): x + Tensor(Variable("n", 1, 10))
+  with pytest.raises(TypeError, match="from_uop"): Tensor.from_uop(Variable("n", 1, 10).bind(3) // 2)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 from .dtype import DType, dtypes
 from .helpers import all_int, prod
-from .ops import Ops, GroupOp, exec_alu
+from .ops import Ops, GroupOp, UOp, exec_alu
 from .shapetracker import ShapeTracker
 from .device import Buffer
 
@@ -77,7 +77,8 @@ class LazyBuffer:
     return bool(holders.get(self)) or any(r not in besides for r in readers.get(self, ()))
   def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
-    return self.is_unrealized_const() and all(v.mask is None for v in self.st.views)
+    "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
+    return self.is_unrealized_const() and not isinstance(self.base.arg, UOp) and all(v.mask is None for v in self.st.views)
   def __repr__(self):
     if self._base is not None: return f"<LB {self.device} {self.shape} {self.dtype} view of {self.base!r}>"
     what = "realized" if self.realized else f"{self.op.name}" + (f" {self.arg}" if self.arg is not None else "")
@@ -90,7 +91,8 @@ class LazyBuffer:
     if op is Ops.CONST and 0 in shape:  # nothing to hold: an empty constant base, no views needed
       return create_lazybuffer(device, ShapeTracker.from_shape(shape), dtype, Ops.CONST, 0)
     if op is Ops.CONST:
-      scalar = create_lazybuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, dtypes.as_const(arg, dtype))
+      value = arg if isinstance(arg, UOp) else dtypes.as_const(arg, dtype)  # a bound variable stays a UOp
+      scalar = create_lazybuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, value)
       return scalar.reshape((1,) * len(shape)).expand(shape)
     return create_lazybuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg)
   @staticmethod

@@ -140,7 +140,9 @@ class UOp(metaclass=UOpMetaClass):
   # ---- constructors
   @staticmethod
   def const(dtype: DType, b) -> UOp:
-    "A constant; a vector dtype takes one value per lane (or one value for every lane)."
+    """A constant; a vector dtype takes one value per lane (or one value for every lane). A UOp is already the
+    value (a symbolic constant: a variable, in a kernel that takes it as an argument), cast to `dtype` if need be."""
+    if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
     if dtype.count == 1: return UOp(Ops.CONST, dtype, arg=dtypes.as_const(b, dtype))
     lanes = tuple(b) if isinstance(b, (tuple, list, np.ndarray)) else (b,) * dtype.count
     return UOp(Ops.CONST, dtype, arg=tuple(dtypes.as_const(v, dtype.scalar()) for v in lanes))

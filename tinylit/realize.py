@@ -29,6 +29,10 @@ class Runner:
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float: raise NotImplementedError
 
 # %% ../nbs/08b_realize.ipynb #615e25ec
+def _shape_text(shape: tuple) -> str:
+  "A shape as DEBUG prints it, a symbolic size by its variable's name: `(10, n)`."
+  return "(" + ", ".join(str(s) if isinstance(s, int) else s.render() for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
 def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   "Codegen for one kernel AST: simplify shapes, apply opts (these, or chosen for the device), lower, linearize, render."
   k = Kernel(ast, renderer)
@@ -38,7 +42,7 @@ def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpe
   elif BEAM >= 1: k = beam_search(k, BEAM.value)
   elif not NOOPT: hand_coded_optimizations(k)
   uops = k.linearize()
-  if DEBUG >= 3: print(f"{k.name}: full shape {k.full_shape}, opts applied: {k.applied_opts}")
+  if DEBUG >= 3: print(f"{k.name}: full shape {_shape_text(k.full_shape)}, opts applied: {k.applied_opts}")
   if DEBUG >= 6:
     for i, u in enumerate(uops): print(f"{i:4d} {str(u.op):20s} {str(u.dtype):20s} {[uops.index(s) for s in u.src]} {u.arg!r}")
   return ProgramSpec.from_uops(k.name, uops, renderer, k.applied_opts)
@@ -124,14 +128,19 @@ def print_kernel_line(prg: Runner, nbufs: int, et: float, mem: int, jit: bool, o
 
 # %% ../nbs/08b_realize.ipynb #e5224d4b
 def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
-  """The AST with every view's bound variables made plain, and the values they are bound to now: the kernel is
-  compiled for the plain AST, once for every value, and run with the values."""
+  """The AST with every bound variable made plain (in views, and in constants such as a mean's symbolic count),
+  and the values they are bound to now: the kernel is compiled for the plain AST, once for every value, and run
+  with the values."""
   sub, var_vals = {}, {}
   for u in ast.toposort:
     if u.op is Ops.VIEW and u.arg.vars():
       st, vals = u.arg.unbind()
       sub[u] = u.replace(arg=st)
       var_vals.update(vals)
+    elif u.op is Ops.CONST and isinstance(u.arg, UOp):
+      var, val = u.arg.unbind()
+      sub[u] = u.replace(arg=var)
+      var_vals[var] = val
   return (ast.substitute(sub) if sub else ast), var_vals
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:

@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 from .dtype import DType, dtypes, to_dtype
 from .helpers import prod
-from .ops import Ops
+from .ops import Ops, UOp
 from .lazy import LazyBuffer, holders
 from .device import Buffer, Device
 from .schedule import create_schedule
@@ -65,6 +65,9 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
       if isinstance(value, int) and not isinstance(value, bool) and dtypes.is_int(dtype) and not dtypes.min(dtype) <= value <= dtypes.max(dtype):
         raise OverflowError(f"Tensor: {value} doesn't fit in {dtype} (range {dtypes.min(dtype)}..{dtypes.max(dtype)})")
       data = LazyBuffer.metaop(Ops.CONST, (), dtype, device, value)
+    elif isinstance(data, UOp):  # a bound variable: a scalar whose value each run passes to the kernel
+      if data.op is not Ops.BIND: raise TypeError(f"a Tensor from a UOp needs a bound Variable (var.bind(value)), got {data.op}")
+      data = LazyBuffer.metaop(Ops.CONST, (), dtype or data.dtype, device, data)
     elif isinstance(data, bytes): data = _from_np(np.frombuffer(data, np.uint8).astype(dtype.np if dtype else np.uint8), device)
     elif isinstance(data, (list, tuple)):
       shape = _shape_of(data)
@@ -120,6 +123,15 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
   def detach(self) -> Tensor: return Tensor(self.lazydata, device=self.device, requires_grad=False)
+  @staticmethod
+  def from_uop(y: UOp, **kwargs) -> Tensor:
+    "A symbolic size as a scalar Tensor: a bound variable becomes one; sums, products and maxima of them, Tensor ops."
+    if y.op is Ops.BIND: return Tensor(y, **kwargs, requires_grad=False)
+    if y.op is Ops.CONST: return Tensor(y.arg, **kwargs, requires_grad=False)
+    if y.op in (Ops.ADD, Ops.MUL, Ops.MAX):
+      a, b = (Tensor.from_uop(s, **kwargs) for s in y.src)
+      return a + b if y.op is Ops.ADD else a * b if y.op is Ops.MUL else a.maximum(b)
+    raise TypeError(f"from_uop: can't make a Tensor of {y.op} in {y.render()}: only bound variables, constants, +, * and max")
   def numpy(self) -> np.ndarray:
     "The values as a numpy array (runs the kernels this tensor needs)."
     if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np)

@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING
 import numpy as np
 from ..dtype import DTypeError, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from ..ops import UOp
 from . import ArgumentError, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -21,6 +22,7 @@ class ArithmeticMethods:
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str = "op") -> tuple[Tensor, Tensor]:
     "Both operands as Tensors of one shape (numpy broadcasting) and, by default, one dtype (the promotion lattice)."
     x, T = self, type(self)
+    if isinstance(y, UOp): y = T.from_uop(y, device=x.device)  # a symbolic size: its value reaches the kernel at run time
     if not isinstance(y, T):
       if isinstance(y, np.generic) and y.shape == (): y = y.item()
       if not isinstance(y, (int, float, bool)):

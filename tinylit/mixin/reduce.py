@@ -8,6 +8,7 @@ import string
 from typing import TYPE_CHECKING
 from ..dtype import dtypes, least_upper_dtype, sum_acc_dtype
 from ..helpers import prod
+from ..ops import Ops, UOp
 from . import ArgumentError, _normalize_axes, _normalize_axis, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -47,10 +48,12 @@ class ReduceMethods:
     out_dtype = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
     count = self._reduced_count(axis)
     total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
-    return (total.div(count) if count else total * float("nan")).cast(out_dtype)
+    return (total.div(count) if isinstance(count, UOp) or count else total * float("nan")).cast(out_dtype)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     squares = (self - self.mean(axis, keepdim=True)).square()
-    return squares.sum(axis, keepdim).div(max(0, self._reduced_count(axis) - correction))
+    n = self._reduced_count(axis) - correction   # a symbolic count stays a UOp, clamped at 0 only if it can go below
+    if isinstance(n, UOp): n = n if n.vmin >= 0 else n.alu(Ops.MAX, n.const_like(0))
+    return squares.sum(axis, keepdim).div(n if isinstance(n, UOp) else max(0, n))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     "The square root of var; where the variance is exactly 0 the gradient is 0 (as torch's), not 0 times infinity."
     v = self.var(axis, keepdim, correction)
