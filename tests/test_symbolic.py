@@ -43,6 +43,10 @@ PROGRAMS = {
   "var_sym_axis": lambda x, w, big, n: x.var(1),
   "std_other_axis": lambda x, w, big, n: x.std(0, correction=0),
   "scale_by_n": lambda x, w, big, n: x * n - (n * 2 + 1),
+  # cat pads each piece with symbolic amounts of zeros
+  "cat_sym_axis": lambda x, w, big, n: x.cat(x.exp(), dim=1),
+  "cat_const_piece": lambda x, w, big, n: Tensor.ones(3, 2, device=x.device).cat(x, dim=1).sum(1),
+  "cat_other_axis": lambda x, w, big, n: x.cat(x * 3, dim=0),
 }
 
 
@@ -140,6 +144,8 @@ def test_bad_symbolic_input():
   with pytest.raises(Exception, match="size mismatch"): x.reshape(3, Variable("n", 1, 10).bind(5))
   with pytest.raises(Exception, match="out of range"): x.shrink((None, (0, Variable("n", 1, 10).bind(6))))
   with pytest.raises(TypeError, match="bound Variable"): x + Tensor(Variable("n", 1, 10))
+  with pytest.raises(NotImplementedError, match="symbolic padding"):  # reflect reads a symbolic axis backwards
+    x.reshape(3, Variable("n", 1, 10).bind(4)).pad((None, (1, 1)), mode="reflect")
   with pytest.raises(TypeError, match="from_uop"): Tensor.from_uop(Variable("n", 1, 10).bind(3) // 2)
 
 

@@ -19,8 +19,9 @@ from .schedule import _internal_memory_planner
 __all__ = ['JitError', 'TinyJit']
 
 # %% ../nbs/09_jit.ipynb #0085ed7d
-class JitError(RuntimeError):
-  "A jitted function was called in a way its recording can't serve (other shapes, repeated inputs)."
+class JitError(AssertionError):
+  """A jitted function was called in a way its recording can't serve (other shapes, repeated inputs). An
+  AssertionError, as tinygrad v0.10's JIT raises these with `assert`: code written to catch those catches this."""
 
 # %% ../nbs/09_jit.ipynb #6fe4f07c
 class TinyJit:

@@ -12,7 +12,7 @@ from .dtype import DType, dtypes
 
 # %% auto #0
 __all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
-           'pretty_print', 'ssimplify', 'sym_infer']
+           'pretty_print', 'ssimplify', 'smax', 'smin', 'sym_infer']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -298,10 +298,46 @@ def pretty_print(u: UOp) -> str:
 sint = int | UOp  # a size: a number, or a symbolic expression of variables (bound or not)
 Variable = UOp.variable
 
+def _linear_terms(u: UOp, coef: int, acc: dict) -> None:
+  "Add `coef * u` into acc (term -> coefficient), looking through + and multiplication by a constant."
+  if u.op is Ops.ADD:
+    for s in u.src: _linear_terms(s, coef, acc)
+  elif u.op is Ops.MUL and u.src[1].op is Ops.CONST: _linear_terms(u.src[0], coef * u.src[1].arg, acc)
+  elif u.op is Ops.CONST: acc[None] = acc.get(None, 0) + coef * u.arg
+  else: acc[u] = acc.get(u, 0) + coef
+
 def ssimplify(x: sint) -> sint:
-  "A size simplified, and a plain int if that is what it turned out to be: `(i+2)-i` is 2."
+  """A size simplified, and a plain int if that is what it turned out to be: `(i+2)-i` is 2. A sum is put in one
+  order (its terms sorted by name, the constant last) and like terms combined, so `j+i` and `i+j` are one UOp: two
+  sizes that are equal for every value of their variables compare equal."""
   if isinstance(x, int): return x
-  return s.arg if (s := x.simplify()).op is Ops.CONST else s
+  s = x.simplify()
+  if s.op is Ops.CONST: return s.arg
+  if s.op not in (Ops.ADD, Ops.MUL): return s
+  _linear_terms(s, 1, acc := {})
+  const, terms = acc.pop(None, 0), sorted(((t, c) for t, c in acc.items() if c != 0), key=lambda tc: tc[0].render())
+  if not terms: return const
+  out = None
+  for t, c in terms:
+    t = t if c == 1 else t * c
+    out = t if out is None else out + t
+  return out + const if const else out
+
+def smax(a: sint, b: sint) -> sint:
+  "The larger of two sizes: decided now where their ranges say so (`max(n+2, 2)` is `n+2` for n >= 0), else a MAX."
+  a, b = ssimplify(a), ssimplify(b)
+  if isinstance(a, int) and isinstance(b, int): return max(a, b)
+  if a is b: return a
+  lo_a, hi_a = (a, a) if isinstance(a, int) else (a.vmin, a.vmax)
+  lo_b, hi_b = (b, b) if isinstance(b, int) else (b.vmin, b.vmax)
+  if lo_a >= hi_b: return a
+  if lo_b >= hi_a: return b
+  x = a if isinstance(a, UOp) else b
+  return x.alu(Ops.MAX, b if x is a else a)
+
+def smin(a: sint, b: sint) -> sint:
+  "The smaller of two sizes (see smax)."
+  return ssimplify(-smax(-a, -b))
 
 def sym_infer(x: sint, var_vals: dict[UOp, int] | None = None) -> int:
   "The value of size `x` with its variables set: by `var_vals`, or by the values bound into it."

@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from .dtype import dtypes
 from .helpers import prod, all_int
-from .ops import UOp, Ops, sint, ssimplify, sym_infer
+from .ops import UOp, Ops, sint, smax, smin, ssimplify, sym_infer
 
 # %% auto #0
 __all__ = ['strides_for_shape', 'View', 'unravel', 'ShapeTracker']
@@ -45,7 +45,7 @@ class View:
     strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
     if mask is not None:
       if all(m == (0, s) for m, s in zip(mask, shape)): mask = None
-      elif any(lo >= hi for lo, hi in mask):  # nothing is valid: any strides will do
+      elif any((d if isinstance(d := ssimplify(hi - lo), int) else d.vmax) <= 0 for lo, hi in mask):  # nothing is valid: any strides will do
         mask, strides, offset = tuple((0, 0) for _ in shape), (0,) * len(shape), 0
     contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
     return View(tuple(shape), tuple(strides), offset, mask, contiguous)
@@ -89,9 +89,9 @@ class View:
     zvarg = tuple((-b, s + a) for s, (b, a) in zip(self.shape, arg))
     mask = tuple((b, s + b) for s, (b, _) in zip(self.shape, arg))
     old_mask = self.mask or tuple((0, s) for s in self.shape)
-    mask = tuple((max(b + mlo, lo), min(b + mhi, hi)) for (mlo, mhi), (lo, hi), (b, _) in zip(old_mask, mask, arg))
-    offset = self.offset + sum(lo * st for (lo, _), st in zip(zvarg, self.strides))
-    return View.create(tuple(hi - lo for lo, hi in zvarg), self.strides, offset, mask)
+    mask = tuple((smax(b + mlo, lo), smin(b + mhi, hi)) for (mlo, mhi), (lo, hi), (b, _) in zip(old_mask, mask, arg))
+    offset = ssimplify(self.offset + sum(lo * st for (lo, _), st in zip(zvarg, self.strides)))
+    return View.create(tuple(ssimplify(hi - lo) for lo, hi in zvarg), self.strides, offset, mask)
 
   def flip(self, arg: tuple[bool, ...]) -> View:
     "Reverse the axes marked True: negative stride, offset moved to the last element."

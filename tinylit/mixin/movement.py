@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from ..dtype import DTypeError, dtypes
 from ..helpers import all_int, argfix, argsort, flatten, prod
-from ..ops import UOp, sym_infer
+from ..ops import UOp, smax, smin, ssimplify, sym_infer
 from . import ArgumentError, _check_ints, _normalize_axes, _normalize_axis, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -91,10 +91,15 @@ class ShapeMethods:
     arg = tuple((0, 0) if p is None else tuple(p) for p in padding)
     if len(arg) != self.ndim: raise ArgumentError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
     if any(len(p) != 2 for p in arg): raise ArgumentError(f"pad: each axis needs a (before, after) pair, got {padding}")
-    for p in arg: _check_ints(p, "pad", "paddings")
+    arg = tuple(_check_sints(p, "pad", "paddings") for p in arg)
+    if any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)) and (mode != "constant" or value != 0 or any(
+        isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p)):
+      raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs paddings >= 0, "
+                                "mode 'constant' and value 0")
     if mode == "constant":  # crop first (negative amounts), then pad with zeros, then put `value` where the padding is
-      x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape))) if any(min(p) < 0 for p in arg) else self
-      grow = tuple((max(b, 0), max(a, 0)) for b, a in arg)
+      crops = any(isinstance(v, int) and v < 0 for p in arg for v in p)
+      x = self.shrink(tuple((-smin(b, 0), s + smin(a, 0)) for (b, a), s in zip(arg, self.shape))) if crops else self
+      grow = tuple((smax(b, 0), smax(a, 0)) for b, a in arg)
       if all(p == (0, 0) for p in grow): return x
       if value == 0: return F.Pad.apply(x, arg=grow)
       inside = F.Pad.apply(type(self).ones(*x.shape, dtype=dtypes.bool, device=self.device), arg=grow)
@@ -358,10 +363,12 @@ class JoinMethods:
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
         raise ArgumentError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
-    total, offset, out = sum(t.shape[dim] for t in tensors), 0, []
-    for t in tensors:
-      out.append(t.pad(tuple((offset, total - offset - t.shape[dim]) if d == dim else None for d in range(t.ndim))))
-      offset += t.shape[dim]
+    # each piece's zeros before and after it: sums of the other pieces' lengths (no subtraction, so a symbolic
+    # length never has to cancel against itself)
+    sizes, out = [t.shape[dim] for t in tensors], []
+    for k, t in enumerate(tensors):
+      before, after = ssimplify(sum(sizes[:k])), ssimplify(sum(sizes[k + 1:]))
+      out.append(t.pad(tuple((before, after) if d == dim else None for d in range(t.ndim))))
     ret = out[0]
     for t in out[1:]: ret = ret + t
     return ret
