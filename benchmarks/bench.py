@@ -52,7 +52,7 @@ def matmuls(quick: bool, repeat: int) -> None:
   for k in ([128, 256] if quick else [256, 512, 1024, 2048]):
     A, B = (np.random.default_rng(5 + i).standard_normal((k, k)).astype(np.float32) for i in range(2))
     tA, tB = Tensor(A).realize(), Tensor(B).realize()
-    t_np, t_tl = timeit(lambda: A @ B, repeat), timeit(fresh(lambda: (tA @ tB).realize()), repeat)
+    t_np, t_tl = timeit(lambda A=A, B=B: A @ B, repeat), timeit(fresh(lambda tA=tA, tB=tB: (tA @ tB).realize()), repeat)
     row(f"matmul {k}x{k}", t_np, t_tl, f"tinylit {2 * k**3 / t_tl / 1e9:.1f} GFLOPS, numpy {2 * k**3 / t_np / 1e9:.1f}")
 
 def overhead_and_models(quick: bool, repeat: int) -> None:

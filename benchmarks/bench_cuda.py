@@ -80,8 +80,8 @@ def main():
     tA, tB = Tensor(A, device="CUDA").realize(), Tensor(B, device="CUDA").realize()
     np.testing.assert_allclose((tA @ tB).numpy(), A @ B, rtol=1e-3, atol=1e-2 * np.sqrt(k))
     xA, xB = (torch.from_numpy(x).cuda() for x in (A, B)) if torch_gpu else (None, None)
-    row(f"matmul {k}x{k} fp32", timeit(fresh(lambda: (tA @ tB).realize()), gpu.synchronize, args.repeat),
-        timeit(lambda: xA @ xB, tsync, args.repeat) if torch_gpu else None, flops=2 * k**3)
+    row(f"matmul {k}x{k} fp32", timeit(fresh(lambda tA=tA, tB=tB: (tA @ tB).realize()), gpu.synchronize, args.repeat),
+        timeit(lambda xA=xA, xB=xB: xA @ xB, tsync, args.repeat) if torch_gpu else None, flops=2 * k**3)
 
 
 if __name__ == "__main__": main()

@@ -55,7 +55,7 @@ def test_op_suite_compiles_for_cuda(op_suite_sources, arch):
   srcs = {k["src"] for k in op_suite_sources}
   assert len(srcs) > 300, f"only {len(srcs)} kernels captured from the op suite"
   # one translation unit for all (NVRTC's start-up cost is paid once): each kernel renamed to a unique name
-  unit = "\n".join(re.sub(r"\bvoid (\w+)\(", lambda m: f"void {m.group(1)}_k{i}(", src, count=1) for i, src in enumerate(sorted(srcs)))
+  unit = "\n".join(re.sub(r"\bvoid (\w+)\(", lambda m, i=i: f"void {m.group(1)}_k{i}(", src, count=1) for i, src in enumerate(sorted(srcs)))
   try: compiler.compile(unit)
   except RuntimeError:
     failed = []

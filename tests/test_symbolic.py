@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from devices import DEVICES
-from tinylit import Tensor, TinyJit, dtypes
+from tinylit import Tensor, TinyJit
 from tinylit.jit import JitError
 from tinylit.kernel import Kernel, KernelOptError, Opt, OptOps
 from tinylit.ops import Variable, sym_infer
