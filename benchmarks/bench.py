@@ -75,15 +75,13 @@ def overhead_and_models(quick: bool, repeat: int) -> None:
   row("  the same under TinyJit", t_np, timeit(lambda: jit_mlp(tX), repeat))
   train_step(repeat)
 
-def train_step(repeat: int) -> None:
-  "One SGD step of a 784-256-10 MLP, batch 128, under TinyJit, against the same step written by hand in numpy."
-  rng = np.random.default_rng(0)
-  X, Y = rng.standard_normal((128, 784)).astype(np.float32), rng.integers(0, 10, 128)
+def mlp_train_step(device: str | None = None):
+  "The MLP 784-256-10 with SGD (seed 0, on `device`): its parameters, and one training step `step(x, y) -> loss`."
   Tensor.manual_seed(0)
   l1, l2 = nn.Linear(784, 256), nn.Linear(256, 10)
   params = [l1.weight, l1.bias, l2.weight, l2.bias]
+  for p in params: p.to_(device).realize()
   opt = nn.optim.SGD(params, lr=0.01)
-  @TinyJit
   def step(x: Tensor, y: Tensor) -> Tensor:
     with Tensor.train():
       opt.zero_grad()
@@ -91,6 +89,14 @@ def train_step(repeat: int) -> None:
       loss.backward()
       opt.step()
     return loss.realize()
+  return params, step
+
+def train_step(repeat: int) -> None:
+  "One SGD step of a 784-256-10 MLP, batch 128, under TinyJit, against the same step written by hand in numpy."
+  rng = np.random.default_rng(0)
+  X, Y = rng.standard_normal((128, 784)).astype(np.float32), rng.integers(0, 10, 128)
+  params, step = mlp_train_step()
+  step = TinyJit(step)
   tx, ty = Tensor(X).realize(), Tensor(Y.astype(np.int32)).realize()
   W1, b1, W2, b2 = (p.numpy() for p in params)
   def np_step():

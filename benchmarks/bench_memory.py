@@ -24,6 +24,8 @@ from tinylit.helpers import NO_MEMORY_PLANNER, Context
 from tinylit.nn.state import get_parameters
 from tinylit.schedule import intermediates, planned_memory
 
+from bench import mlp_train_step  # benchmarks/ is on the path: this script's own folder
+
 # every schedule a step makes: (bytes of its intermediates, bytes they take with the planner)
 schedules: list[tuple[int, int]] = []
 _create_schedule = tinylit.tensor.create_schedule
@@ -42,21 +44,10 @@ tinylit.tensor.create_schedule = recording_create_schedule
 
 def mlp_step(device: str):
   rng = np.random.default_rng(0)
-  Tensor.manual_seed(0)
-  l1, l2 = nn.Linear(784, 256), nn.Linear(256, 10)
-  params = [l1.weight, l1.bias, l2.weight, l2.bias]
-  for p in params: p.to_(device).realize()
-  opt = nn.optim.SGD(params, lr=0.01)
+  _, train = mlp_train_step(device)
   x = Tensor(rng.standard_normal((128, 784)).astype(np.float32), device=device).realize()
   y = Tensor(rng.integers(0, 10, 128).astype(np.int32), device=device).realize()
-  def step() -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-    return loss.realize()
-  return step
+  return lambda: train(x, y)
 
 
 class DigitNet:
