@@ -9,6 +9,7 @@ from .dtype import DType, dtypes, sum_acc_dtype
 from .helpers import argsort
 from .ops import Ops
 from .lazy import LazyBuffer
+from .shapetracker import ShapeTracker
 
 # %% auto #0
 __all__ = ['Function', 'Neg', 'Contiguous', 'ContiguousBackward', 'Cast', 'Reciprocal', 'Sin', 'Relu', 'Log', 'Exp', 'Sqrt',
@@ -26,6 +27,9 @@ class Function:
     if self.requires_grad: self.parents = tensors
   def forward(self, *args, **kwargs): raise NotImplementedError(f"forward not implemented for {type(self)}")
   def backward(self, *args, **kwargs): raise RuntimeError(f"{type(self).__name__} has no gradient")
+  def view(self, st: ShapeTracker) -> ShapeTracker | None:
+    "A movement op's output is a view of its input's storage: the input's view `st`, moved the same way. Others: None."
+    return None
   @classmethod
   def apply(cls, *x, **kwargs):
     "Run forward on the inputs' lazy buffers and wrap the result in a Tensor of the inputs' class."
@@ -34,7 +38,11 @@ class Function:
     # comparisons, bitwise ops and integer division have no backward: their outputs are constants to autograd
     if cls.backward is Function.backward: ctx.requires_grad = False
     ret = tensor_cls.__new__(tensor_cls)
-    ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
+    ret.requires_grad, ret.grad = ctx.requires_grad, None
+    out = ctx.forward(*[t.lazydata for t in x], **kwargs)
+    # a movement op's output shares its input's memory (chapter 1's Storage); any other op's is memory of its own
+    if (view := ctx.view(x[0]._view)) is None: ret.lazydata = out
+    else: ret._bind(out, x[0]._storage, view)
     ret._ctx = ctx if ctx.requires_grad and not tensor_cls.no_grad else None
     return ret
 
@@ -257,16 +265,18 @@ class Max(Function):
 class Expand(Function):
   "Broadcast size-1 axes; the gradient sums over them, in a wide enough accumulator (a half gradient sums in float32)."
   def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
-    self.expanded_axis = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so)
+    self.expanded_axis, self.shape = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so), shape
     return x.expand(shape)
+  def view(self, st: ShapeTracker) -> ShapeTracker: return st.expand(self.shape)
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
     return grad.cast(sum_acc_dtype(grad.dtype)).r(Ops.ADD, self.expanded_axis).cast(grad.dtype)
 
 # %% ../nbs/01b_function.ipynb #17dddbd5
 class Reshape(Function):
   def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
-    self.input_shape = x.shape
+    self.input_shape, self.shape = x.shape, shape
     return x.reshape(shape)
+  def view(self, st: ShapeTracker) -> ShapeTracker: return st.reshape(self.shape)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.reshape(self.input_shape)
 
 # %% ../nbs/01b_function.ipynb #b6ff937f
@@ -274,6 +284,7 @@ class Permute(Function):
   def forward(self, x: LazyBuffer, order: tuple[int, ...]) -> LazyBuffer:
     self.input_order = order
     return x.permute(order)
+  def view(self, st: ShapeTracker) -> ShapeTracker: return st.permute(self.input_order)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.permute(argsort(self.input_order))
 
 # %% ../nbs/01b_function.ipynb #ed964129
@@ -286,8 +297,9 @@ class Pad(Function):
 # %% ../nbs/01b_function.ipynb #f9ce3034
 class Shrink(Function):
   def forward(self, x: LazyBuffer, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
-    self.narg = tuple((lo, s - hi) for s, (lo, hi) in zip(x.shape, arg))
+    self.arg, self.narg = arg, tuple((lo, s - hi) for s, (lo, hi) in zip(x.shape, arg))
     return x.shrink(arg)
+  def view(self, st: ShapeTracker) -> ShapeTracker: return st.shrink(self.arg)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.pad(self.narg)
 
 # %% ../nbs/01b_function.ipynb #fe8d9d39
@@ -295,4 +307,5 @@ class Flip(Function):
   def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
     self.arg = tuple(i in axis for i in range(len(x.shape)))
     return x.flip(self.arg)
+  def view(self, st: ShapeTracker) -> ShapeTracker: return st.flip(self.arg)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.flip(self.arg)

@@ -127,11 +127,13 @@ class LazyBuffer:
   def copy_to_device(self, device: str) -> LazyBuffer:
     if device == self.device: return self
     return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, None, (self.contiguous(),))
-  def assign(self, x: LazyBuffer) -> LazyBuffer:
-    "Write `x` into this (realized) buffer's memory."
-    if self.base.realized is None or not self.st.contiguous:
-      raise RuntimeError(f"assign target must be a realized contiguous buffer, got {self!r}")
-    return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, None, (x, self))
+  def assign(self, x: LazyBuffer, st: ShapeTracker | None = None) -> LazyBuffer:
+    """Write `x` into this realized base's memory through the view `st` (x's shape; default: all of it, in order).
+    The result is an ASSIGN base with no memory of its own: its kernel stores into the target's buffer through `st`."""
+    st = ShapeTracker.from_shape(self.shape) if st is None else st
+    if self.base is not self or self.realized is None: raise RuntimeError(f"assign target must be a realized base, got {self!r}")
+    if st.shape != x.shape: raise RuntimeError(f"assign: value of shape {x.shape} written through a view of shape {st.shape}")
+    return create_lazybuffer(self.device, ShapeTracker.from_shape(x.shape), self.dtype, Ops.ASSIGN, st, (x, self))
 
   def alu(self, op: Ops, *in_srcs: LazyBuffer) -> LazyBuffer:
     "An elementwise op; sources must already have this buffer's shape."

@@ -117,7 +117,9 @@ class KernelBuilder:
     shape = self.out.shape
     while True:
       try:
-        st = self.out_st = ShapeTracker.from_shape(shape)
+        st = ShapeTracker.from_shape(shape)
+        # the positions this kernel writes: its output in order, or, for an ASSIGN, the target's view it writes through
+        self.out_st = self.out.arg.reshape(shape) if self.out.op is Ops.ASSIGN else st
         value = self.build(self.out, st)
         # something this kernel inlined got its own kernel meanwhile (a pending reader of a buffer that an ASSIGN
         # scheduled for this kernel overwrites first): build again, loading its result instead of recomputing it
@@ -125,7 +127,7 @@ class KernelBuilder:
         self.inputs, self.reduce, self.built, self.inlined = [], None, {}, set()
       except _ReshapeKernel as e:
         self.inputs, self.reduce, self.built, self.inlined, shape = [], None, {}, set(), e.shape
-    store = UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, self.out.dtype, (), 0), UOp(Ops.VIEW, None, (), st), value))
+    store = UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, self.out.dtype, (), 0), UOp(Ops.VIEW, None, (), self.out_st), value))
     return UOp(Ops.SINK, None, (store,))
 
 # %% ../nbs/04_schedule.ipynb #567e8a15

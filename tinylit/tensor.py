@@ -12,6 +12,7 @@ from .dtype import DType, dtypes, to_dtype
 from .helpers import prod
 from .ops import Ops, UOp
 from .lazy import LazyBuffer, holders
+from .shapetracker import ShapeTracker
 from .device import Buffer, Device
 from .schedule import create_schedule
 from .realize import run_schedule
@@ -25,7 +26,7 @@ from .mixin.loss import LossMixin
 import tinylit.function as F
 
 # %% auto #0
-__all__ = ['train', 'no_grad_ctx', 'Tensor', 'flatten_deep', 'FreedGraph']
+__all__ = ['train', 'no_grad_ctx', 'Tensor', 'Storage', 'flatten_deep', 'FreedGraph']
 
 # %% ../nbs/01_tensor.ipynb #ec3d93ad
 class train(ContextDecorator):
@@ -84,9 +85,14 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   def lazydata(self) -> LazyBuffer: return self._lazydata
   @lazydata.setter
   def lazydata(self, lb: LazyBuffer) -> None:
-    # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
-    self._lazydata = lb
+    "Point this tensor at `lb` as memory of its own: a new Storage. (A view of another tensor joins its storage: `_bind`.)"
+    self._bind(lb, Storage(lb), ShapeTracker.from_shape(lb.shape))
+  def _bind(self, lb: LazyBuffer, storage: Storage, view: ShapeTracker) -> None:
+    "Hold `lb`, which is `storage.root` seen through `view`."
+    self._lazydata, self._storage, self._view = lb, storage, view
     # by id: a WeakSet would compare two tensors with ==, which is elementwise here
+    storage.tensors[id(self)] = self
+    # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
     holders.setdefault(lb.base, weakref.WeakValueDictionary())[id(self)] = self
   @property
   def device(self) -> str: return self.lazydata.device
@@ -117,12 +123,19 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     realized until `run_schedule` (called by `realize`) has run the items."""
     return create_schedule([t.lazydata for t in (self,) + lst])
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
-    "Compute this tensor (and `lst`) now: schedule, compile (cached), and run the kernels."
+    """Compute this tensor (and `lst`) now: schedule, compile (cached), and run the kernels. Afterwards each one's
+    storage is memory of its own: a constant or a padded view gets a buffer holding its values."""
+    for t in (self, *lst):
+      if not t._storage.has_memory(): t._storage.move_to(t._storage.root.clone())
     run_schedule(self.schedule(*lst))
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
-  def detach(self) -> Tensor: return Tensor(self.lazydata, device=self.device, requires_grad=False)
+  def detach(self) -> Tensor:
+    "The same memory, out of the autograd graph (a view of this tensor's storage, as in torch)."
+    ret = Tensor(self.lazydata, device=self.device, requires_grad=False)
+    ret._bind(self.lazydata, self._storage, self._view)
+    return ret
   @staticmethod
   def from_uop(y: UOp, **kwargs) -> Tensor:
     "A symbolic size as a scalar Tensor: a bound variable becomes one; sums, products and maxima of them, Tensor ops."
@@ -158,19 +171,30 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     self.lazydata = self.to(device).lazydata
     return self
   def assign(self, x) -> Tensor:
-    "Overwrite this tensor's contents with `x` (in its own memory once realized); used by optimizers and TinyJit."
+    """Write `x` into this tensor's memory, now, as torch does: every view of the same storage sees the new values at
+    once, and every value computed from the old ones keeps them. One kernel stores through this tensor's view of its
+    storage (its `_view`); `x += 1`, `t[i] = v` and optimizers all write this way."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.shape != self.shape: raise ArgumentError(f"assign: shape {x.shape} doesn't match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} doesn't match {self.dtype}")
     if x.device != self.device: x = x.to(self.device)
-    if self.lazydata.base.realized is None or not self.lazydata.st.contiguous or self.lazydata.base is not self.lazydata:
-      self.lazydata = x.lazydata
-    else: self.lazydata = self.lazydata.assign(x.lazydata)
+    if any(isinstance(st, int) and st == 0 and not (isinstance(s, int) and s <= 1)
+           for v in self._view.views for s, st in zip(v.shape, v.strides)):
+      raise RuntimeError(f"assign: the target {self.shape} is an expanded view, where several elements share one memory "
+                         "location: write into the tensor it was expanded from, or into a .contiguous() copy")
+    if self.lazydata is x.lazydata or self.numel() == 0: return self
+    target, value = self._storage.writable(), x.lazydata
+    # `t.assign(t + 1)`: the value's own tensor need not keep it in a buffer of its own (a second kernel); afterwards it
+    # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
+    sole = value.base is value and value.realized is None and list(x._storage.tensors.values()) == [x]
+    if sole: holders[value].pop(id(x), None)
+    run_schedule(create_schedule([target.assign(value, self._view)]))
+    if sole: x.lazydata = target._view(self._view)
     return self
   def replace(self, x: Tensor) -> Tensor:
-    "Point this tensor at x's data (no copy, no kernel), as tinygrad's replace."
+    "Point this tensor at x's data (no copy, no kernel), as tinygrad's replace: it becomes a view of x's storage."
     if x.shape != self.shape: raise ArgumentError(f"replace: shape {x.shape} doesn't match {self.shape}")
-    self.lazydata = x.lazydata
+    self._bind(x.lazydata, x._storage, x._view)
     return self
   def clone(self) -> Tensor:
     "A copy in memory of its own, with the same gradient and place in the autograd graph (as tinygrad's clone)."
@@ -222,6 +246,31 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
           t.grad = gt if t.grad is None else (t.grad + gt)
       if not retain_graph: t0._ctx = FreedGraph(type(t0._ctx).__name__)
     return self
+
+# %% ../nbs/01_tensor.ipynb #c0ffee02
+class Storage:
+  """The memory a tensor and its views share. `root` is what the tensor that made it held; each of `tensors` holds
+  `root` seen through its own `_view` ShapeTracker. A write goes into the root's memory, through the writer's view."""
+  def __init__(self, root: LazyBuffer):
+    self.root = root
+    self.tensors: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> Tensor
+  def has_memory(self) -> bool:
+    "Is the root a base that will be a buffer of its own (not a constant, nor a view of some other memory)?"
+    return self.root.base is self.root and self.root.op is not Ops.CONST
+  def move_to(self, root: LazyBuffer) -> None:
+    "Make `root` (a new base with the old root's values) this storage's memory, and rebind every tensor onto it."
+    self.root = root
+    for t in list(self.tensors.values()):
+      if t._storage is self: t._bind(root._view(t._view), self, t._view)
+  def writable(self) -> LazyBuffer:
+    """The realized base a write goes into. A storage without memory of its own, or whose memory a tensor of another
+    storage also holds (`y = x + 0` is x's buffer), first moves to a copy: the others keep what they hold."""
+    base = self.root.base
+    others = [t for t in holders.get(base, {}).values() if t._storage is not self and t.lazydata.base is base]
+    if not self.has_memory() or others: self.move_to(self.root.clone())
+    if self.root.realized is None: run_schedule(create_schedule([self.root]))
+    return self.root
+
 
 # %% ../nbs/01_tensor.ipynb #a02f00b1
 def _shape_of(data) -> tuple[int, ...]:

@@ -31,10 +31,11 @@ class CreationMixin:
     return cls._metaop(Ops.EMPTY, _check_shape(argfix(*shape), "empty"), **kwargs)
   @classmethod
   def full(cls, shape, fill_value, **kwargs) -> Tensor:
-    "`fill_value` everywhere: one constant, expanded (no memory until something is computed from it)."
+    """`fill_value` everywhere: one constant, expanded (no memory until something is computed from it, or it is
+    realized or written). A tensor of its own, not a view of the scalar it was expanded from."""
     shape = _check_shape(argfix(shape), "full")
     dtype = kwargs.pop("dtype", None) or dtypes.from_py(fill_value)
-    ret = cls(fill_value, dtype=dtype, device=kwargs.get("device")).reshape((1,) * len(shape)).expand(shape)
+    ret = cls(cls(fill_value, dtype=dtype, device=kwargs.get("device")).reshape((1,) * len(shape)).expand(shape).lazydata)
     ret.requires_grad = kwargs.get("requires_grad")
     return ret
   @classmethod

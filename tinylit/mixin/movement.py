@@ -320,9 +320,8 @@ class IndexMethods:
     try: return x._broadcast_to(shape)
     except ArgumentError: raise ArgumentError(f"{op}: a value of shape {self.shape} can't be broadcast to the indexed shape {shape}") from None
   def __setitem__(self, indices, v) -> None:
-    """`t[indices] = v`: write v (broadcast to the indexed shape, cast to t's dtype) into t's memory. tinygrad v0.10's
-    rules: t is realized first and must not require grad; with repeated tensor indices the last write wins. A view
-    that covers its whole buffer (a reshape) writes through to it; a partial view of another tensor is refused."""
+    """`t[indices] = v`: write v (broadcast to the indexed shape, cast to t's dtype) into t's memory, which every view
+    of it shares (chapter 1's `assign`). t must not require grad; with repeated tensor indices the last write wins."""
     T = type(self)
     if self.requires_grad or (isinstance(v, T) and v.requires_grad):
       raise NotImplementedError(f"setitem: a tensor that requires grad can't be written in place ({self.shape}); build a new one")
@@ -330,20 +329,15 @@ class IndexMethods:
     if not isinstance(v, T):
       if not isinstance(v, (bool, int, float)): raise TypeError(f"setitem: can't write a {type(v).__name__} into a {self.dtype} tensor of shape {self.shape}")
       v = T(dtypes.as_const(v, self.dtype), device=self.device, dtype=self.dtype)
-    # a constant (zeros(), full()) has no memory anyone could share: give it some; anything else is realized first
-    (self.replace(self.contiguous()) if self.lazydata.is_unrealized_const() else self).realize()
-    lb = self.lazydata
-    if lb is not lb.base and not (lb.st.contiguous and lb.size == lb.base.size):
-      raise ArgumentError(f"setitem: the target {self.shape} is a view into part of another tensor's memory; "
-                          "write through that tensor, or take .contiguous() first")
     x, cuts, view, tensor_dims = self._index_view(indices)
     v = v.cast(self.dtype).to(self.device)
     new_view = view._scatter(tensor_dims, v) if tensor_dims else v._broadcast_to_index(view.shape, "setitem")
     placed, inside = new_view.reshape(x.shape), T.ones(*x.shape, dtype=dtypes.bool, device=self.device)
     for d, lo, hi, step in reversed(cuts):   # back through the slices, in reverse: the written region, and where it is
       placed, inside = placed._unslice_dim(d, lo, hi, step, self.shape[d]), inside._unslice_dim(d, lo, hi, step, self.shape[d])
-    target = self if lb is lb.base else T(lb.base)
-    target.assign(inside.where(placed, self).reshape(target.shape)).realize()
+    # the index views served for their shapes: dropped, or the write would keep their old values for them (a copy)
+    del x, view, new_view
+    self.assign(inside.where(placed, self))
 
 def _leaves(seq):
   "The scalars of a nested list or tuple."

@@ -1,0 +1,195 @@
+"""A seeded stateful differential fuzzer: random programs that *write* -- `assign`, `+=`/`-=`/`*=`, `t[...] = v` --
+through random views (reshape, permute, basic slicing, flip), read through views taken before and after the writes,
+and read values computed before a write after it. Each program runs on tinylit and on a torch reference (`Ref`: torch
+storage, views as tensors of positions) side by side, and every check is compared. The reference has torch's
+semantics of memory: a write is seen at once by every view of the memory, a value computed before it keeps its old
+value, every op but a movement makes new memory, and a write that reads its own memory reads the old values first.
+
+The values are small integers in float32 and the ops (+, -, *2) stay exact, so tinylit must agree bit for bit. A
+failing program is printed as a standalone tinylit snippet.
+
+pytest entry: tests/test_fuzz_state.py. At the desk: `python tests/fuzz_state.py --device CPU -n 2000 --seed 3`.
+"""
+from __future__ import annotations
+
+import argparse, random, sys, traceback
+
+import numpy as np
+import torch
+
+from tinylit import Tensor
+
+
+class Program:
+  "The steps of one random program, as lines of tinylit code (for the repro) and the torch twin of each."
+  def __init__(self): self.lines: list[str] = []
+
+
+def _shape(rng: random.Random) -> tuple[int, ...]:
+  return tuple(rng.choice((1, 2, 3, 4)) for _ in range(rng.choice((1, 2, 2, 3))))
+
+
+def _reshapes(shape: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
+  "Another shape with as many elements (a flat one, the same one, or one axis split/merged)."
+  n = int(np.prod(shape))
+  options = [(n,), shape, tuple(reversed(shape))]
+  for d in (2, 3):
+    if n % d == 0: options.append((d, n // d))
+  return rng.choice(options)
+
+
+def _slice(shape: tuple[int, ...], rng: random.Random) -> str:
+  "A basic index: slices with step 1 (and now and then an integer) on each axis."
+  parts = []
+  for s in shape:
+    kind = rng.random()
+    if kind < 0.15 and len(shape) > 1 and len(parts) == 0: parts.append(str(rng.randrange(s)))
+    elif kind < 0.6:
+      lo = rng.randrange(s)
+      parts.append(f"{lo}:{rng.randrange(lo + 1, s + 1)}")
+    else: parts.append(":")
+  return ", ".join(parts)
+
+
+def generate(seed: int, index: int, steps: int = 12) -> list[str]:
+  """A program as a list of lines of Python over names v0, v1, ... that works for tinylit's Tensor and for torch
+  through the tiny vocabulary of `run` (T.new, T.full, ...). Each line after a write reads something back."""
+  rng = random.Random(seed * 1_000_003 + index)
+  shapes: dict[str, tuple[int, ...]] = {}
+  lines: list[str] = []
+  def name() -> str: return f"v{len(shapes)}"
+  def any_of(pred=lambda s: True): return rng.choice([k for k, s in shapes.items() if pred(s)] or [None])
+  for _ in range(rng.randrange(1, 3)):   # roots: data, constants (realized or not), computed
+    n, s = name(), _shape(rng)
+    kind = rng.random()
+    if kind < 0.5: lines.append(f"{n} = T.new({s}, {rng.randrange(1 << 30)})")
+    elif kind < 0.7: lines.append(f"{n} = T.full({s}, {rng.randrange(-3, 4)}){rng.choice(['', '.realize()'])}")
+    elif kind < 0.85: lines.append(f"{n} = T.arange({int(np.prod(s))}).reshape({s}){rng.choice(['', '.realize()'])}")
+    else: lines.append(f"{n} = (T.new({s}, {rng.randrange(1 << 30)}) + 1)")
+    shapes[n] = s
+  for _ in range(steps):
+    a = any_of()
+    sa = shapes[a]
+    kind = rng.random()
+    n = name()
+    if kind < 0.3:   # a view
+      view = rng.random()
+      if view < 0.3: s2 = _reshapes(sa, rng); lines.append(f"{n} = {a}.reshape({s2})")
+      elif view < 0.5:
+        order = list(range(len(sa))); rng.shuffle(order); s2 = tuple(sa[i] for i in order)
+        lines.append(f"{n} = {a}.permute({tuple(order)})")
+      elif view < 0.8:
+        idx = _slice(sa, rng); s2 = tuple(np.empty(sa)[eval(f'np.s_[{idx}]')].shape)
+        if not s2: continue
+        lines.append(f"{n} = {a}[{idx}]")
+      else: d = rng.randrange(len(sa)); s2 = sa; lines.append(f"{n} = {a}.flip({d})")
+      shapes[n] = s2
+    elif kind < 0.45:   # a new value computed from old ones (lazy until read)
+      b = any_of(lambda s: s == sa)
+      op = rng.choice(["+", "-", "*"])
+      rhs = f"{a} {op} {b}" if op != "*" else f"{a} * 2"
+      if rng.random() < 0.2: rhs = rng.choice([f"{a} + 0", f"{a} * 1", f"{a} - 0"])   # folded away: must not alias
+      lines.append(f"{n} = {rhs}")
+      shapes[n] = sa
+    elif kind < 0.9:   # a write
+      b = any_of(lambda s: s == sa)
+      w = rng.random()
+      if w < 0.25: lines.append(f"{a}.assign({b} - 1)")
+      elif w < 0.4: lines.append(f"{a}.assign({a}.flip(0))")   # reads its own memory: the old values first
+      elif w < 0.55: lines.append(f"{a} += {b}")
+      elif w < 0.65: lines.append(f"{a} *= 2")
+      elif w < 0.75: lines.append(f"{a} -= {rng.randrange(1, 4)}")
+      else:
+        idx = _slice(sa, rng)
+        lines.append(f"{a}[{idx}] = {rng.randrange(-5, 6)}")
+      lines.append(f"T.check({rng.choice(list(shapes))})")
+    else: lines.append(f"T.check({a})")
+  lines += [f"T.check({k})" for k in shapes]
+  return lines
+
+
+class Tinylit:
+  "The vocabulary of a generated program, on tinylit."
+  def __init__(self, device: str): self.device, self.seen = device, []
+  def new(self, shape, seed): return Tensor(np.random.default_rng(seed).integers(-4, 5, shape).astype(np.float32), device=self.device)
+  def full(self, shape, v): return Tensor.full(shape, float(v), device=self.device)
+  def arange(self, n): return Tensor.arange(n, device=self.device, dtype="float32")
+  def check(self, t): self.seen.append(t.numpy().copy())
+
+
+class Ref:
+  """torch's semantics of memory, with tinygrad's movement ops: a tensor is a flat torch storage and a tensor of
+  positions in it. Every movement op (reshape, permute, flip, basic slicing) is a view, a write stores into the
+  storage at the writer's positions after reading the whole value, and every other op makes a new storage. (torch's
+  own `flip`, and `reshape` of a permuted tensor, copy instead: positions make them views, as tinygrad's are.)"""
+  def __init__(self, storage: torch.Tensor, pos: torch.Tensor): self.storage, self.pos = storage, pos
+  @staticmethod
+  def of(values: torch.Tensor) -> Ref: return Ref(values.flatten().clone(), torch.arange(values.numel()).reshape(values.shape))
+  def value(self) -> torch.Tensor: return self.storage[self.pos]
+  def numpy(self) -> np.ndarray: return self.value().numpy()
+  def realize(self) -> Ref: return self
+  def reshape(self, shape) -> Ref: return Ref(self.storage, self.pos.reshape(shape))
+  def permute(self, order) -> Ref: return Ref(self.storage, self.pos.permute(order))
+  def flip(self, dim) -> Ref: return Ref(self.storage, self.pos.flip(dim))
+  def __getitem__(self, idx) -> Ref: return Ref(self.storage, self.pos[idx])
+  def _val(self, x) -> torch.Tensor: return x.value() if isinstance(x, Ref) else torch.tensor(float(x))
+  def __add__(self, x) -> Ref: return Ref.of(self.value() + self._val(x))
+  def __sub__(self, x) -> Ref: return Ref.of(self.value() - self._val(x))
+  def __mul__(self, x) -> Ref: return Ref.of(self.value() * self._val(x))
+  def assign(self, x) -> Ref:
+    self.storage[self.pos] = self._val(x).expand(self.pos.shape).clone()
+    return self
+  def __iadd__(self, x) -> Ref: return self.assign(self + x)
+  def __isub__(self, x) -> Ref: return self.assign(self - x)
+  def __imul__(self, x) -> Ref: return self.assign(self * x)
+  def __setitem__(self, idx, x) -> None: self[idx].assign(x)
+
+
+class Reference:
+  "The vocabulary of a generated program, on `Ref`."
+  def __init__(self): self.seen = []
+  def new(self, shape, seed): return Ref.of(torch.tensor(np.random.default_rng(seed).integers(-4, 5, shape).astype(np.float32)))
+  def full(self, shape, v): return Ref.of(torch.full(shape, float(v)))
+  def arange(self, n): return Ref.of(torch.arange(n, dtype=torch.float32))
+  def check(self, t): self.seen.append(t.numpy().copy())
+
+
+def run(lines: list[str], device: str) -> str | None:
+  "None if tinylit agrees with the reference on every check of the program, else what differed."
+  tl, ref = Tinylit(device), Reference()
+  ns_tl, ns_ref = {"T": tl}, {"T": ref}
+  for i, line in enumerate(lines):
+    exec(line, ns_ref)
+    try: exec(line, ns_tl)
+    except Exception: return f"line {i} `{line}` raised on tinylit:\n{traceback.format_exc(limit=4)}"
+    if tl.seen and len(tl.seen) == len(ref.seen) and not np.array_equal(tl.seen[-1], ref.seen[-1]):
+      return f"line {i} `{line}`: tinylit {tl.seen[-1].tolist()} != reference {ref.seen[-1].tolist()}"
+  return None
+
+
+def repro(lines: list[str], device: str) -> str:
+  "A standalone tinylit snippet for a program."
+  head = ["import numpy as np", "from tinylit import Tensor", "from tests.fuzz_state import Tinylit",
+          f"T = Tinylit({device!r})"]
+  return "\n".join(head + [ln.replace("T.check(", "print(") for ln in lines])
+
+
+def fuzz(device: str, seed: int, start: int, stop: int) -> list[str]:
+  "Reports (what differed, and a repro) of the failing programs among `start..stop-1`."
+  fails = []
+  for i in range(start, stop):
+    lines = generate(seed, i)
+    if (why := run(lines, device)) is not None: fails.append(f"program {i} (seed {seed}): {why}\n{repro(lines, device)}")
+  return fails
+
+
+if __name__ == "__main__":
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--device", default="CPU")
+  ap.add_argument("-n", type=int, default=200)
+  ap.add_argument("--seed", type=int, default=0)
+  args = ap.parse_args()
+  fails = fuzz(args.device, args.seed, 0, args.n)
+  for f in fails[:5]: print(f, "\n")
+  print(f"{len(fails)} of {args.n} programs failed on {args.device} (seed {args.seed})")
+  sys.exit(1 if fails else 0)
