@@ -74,6 +74,7 @@ def test_layers_match_torch(device):
   close(emb(Tensor(idx, device=device)).numpy(), emb.weight.numpy()[idx])
 
 @pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "nesterov_wd", "adam", "adamw"])
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_optimizers_match_torch(name):
   w0 = rng.standard_normal((3, 4), dtype=np.float32)
   x = rng.standard_normal((5, 3), dtype=np.float32)
@@ -108,6 +109,7 @@ def test_load_state_dict_checks():
   with pytest.raises(KeyError, match="missing"): load_state_dict(model, {})
   with pytest.raises(ValueError, match="0.bias"): load_state_dict(model, {"0.weight": Tensor.ones(3, 2), "0.bias": Tensor.ones(4)})
 
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_optimizer_gradient_aliasing_a_parameter():
   "d(a*b)/da is b's own buffer; the update of a must not change what b's update reads."
   a, b = Tensor([2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
@@ -191,6 +193,7 @@ def test_lstmcell_matches_torch(device, bias):
 
 # ---- LARS and LAMB against numpy transcriptions of the published updates (with tinygrad's options). The reference
 # replays our own gradients, so it checks the update rule; the gradients themselves are checked against torch elsewhere.
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def _record_steps(opt, w, x, steps=4) -> list:
   grads = []
   for _ in range(steps):
@@ -238,6 +241,7 @@ def test_sgd_and_adam_are_lars_and_lamb():
   assert isinstance(nn.optim.Adam([w]), nn.optim.LAMB) and nn.optim.Adam([w]).adam and nn.optim.AdamW([w], weight_decay=0.3).wd == 0.3
 
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam", "adamw", "lamb", "lars"])
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_optimizers_on_half_parameters(name):
   "Half weights: updates computed in float32 and rounded once; the result follows the float32 run closely."
   make = {"sgd_momentum": lambda p: nn.optim.SGD(p, lr=0.05, momentum=0.9), "adam": lambda p: nn.optim.Adam(p, lr=0.01),
@@ -255,6 +259,7 @@ def test_optimizers_on_half_parameters(name):
   close(results["float16"], results["float32"], atol=2e-2, rtol=1e-2)
   assert not np.allclose(results["float32"], w0)   # the weights did move
 
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_step_refuses_parameters_without_gradient():
   a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
   for opt in [nn.optim.SGD([a, b], lr=0.1), nn.optim.Adam([a, b]), nn.optim.LAMB([a, b]), nn.optim.LARS([a, b])]:

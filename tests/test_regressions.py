@@ -258,6 +258,7 @@ def test_backward_twice(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["assign", "iadd", "sgd"])
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_read_after_inplace_update(device, how):
   a = Tensor(np.array([1., 2.], np.float32), device=device, requires_grad=how == "sgd").realize()
   b = a * 2 + 1
@@ -382,6 +383,7 @@ def test_half_rounds_each_op(device):
 # ---- the MLP training step: 784-256-10, batch 128, SGD, with and without TinyJit
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "TinyJit"])
+@Tensor.train()   # Optimizer.step needs training mode, as tinygrad's asserts
 def test_mlp_trains(jit):
   rng = np.random.default_rng(0)
   Tensor.manual_seed(0)

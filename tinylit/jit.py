@@ -5,6 +5,7 @@
 # %% ../nbs/09_jit.ipynb #96227a54
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +20,10 @@ from .schedule import _internal_memory_planner
 __all__ = ['JitError', 'TinyJit']
 
 # %% ../nbs/09_jit.ipynb #0085ed7d
-class JitError(AssertionError):
-  """A jitted function was called in a way its recording can't serve (other shapes, repeated inputs). An
-  AssertionError, as tinygrad v0.10's JIT raises these with `assert`: code written to catch those catches this."""
+class JitError(AssertionError, RuntimeError):
+  """A jitted function was called in a way its recording can't serve (other shapes, repeated inputs, a jit inside a
+  jit), or its recording holds nothing. An AssertionError, as tinygrad v0.10's JIT raises most of these with
+  `assert`, and a RuntimeError, which it raises for a jit inside a jit: code written to catch those catches this."""
 
 # %% ../nbs/09_jit.ipynb #6fe4f07c
 class TinyJit:
@@ -36,12 +38,14 @@ class TinyJit:
     self.input_replace: dict[tuple[int, int], int] = {}  # (kernel number, argument number) -> input number
     self.expected: list[tuple] | None = None
     self.expected_args: dict | None = None
-    self.ret: Any = None
+    self.ret: Any = None                       # what the capture returned: a replay returns its like
+    self.returned_inputs: dict[int, int] = {}  # id of an input's LazyBuffer that the capture returned -> input number
     functools.update_wrapper(self, fxn)
   def __get__(self, obj, objtype):  # so it decorates methods too
     return functools.partial(self.__call__, obj)
   def reset(self) -> None:
-    self.cnt, self.jit_cache, self.input_replace, self.expected, self.expected_args, self.ret = 0, [], {}, None, None, None
+    self.cnt, self.jit_cache, self.input_replace, self.expected, self.expected_args = 0, [], {}, None, None
+    self.ret, self.returned_inputs = None, {}
 
   @staticmethod
   def _input_tensors(args, kwargs) -> list:
@@ -55,6 +59,13 @@ class TinyJit:
     return {k: v for k, v in named.items() if not isinstance(v, Tensor) and not (isinstance(v, UOp) and v.op is Ops.BIND)}
 
   def __call__(self, *args, **kwargs):
+    name = getattr(self.fxn, "__name__", "the function")
+    # a capture records what run_schedule launches; a replay inside one launches around it, and a capture inside
+    # one would record into the outer list: either way the outer recording would silently miss kernels
+    if JIT and self.cnt >= 1 and capturing:
+      raise JitError(f"TinyJit: {name} was called while another TinyJit is capturing: having TinyJit inside another "
+                     f"TinyJit is not supported (the outer recording would miss its kernels); call {name}.fxn, the plain "
+                     "function, inside the jitted one")
     inputs = self._input_tensors(args, kwargs)
     # inputs must be real buffers: their memory is what the replayed kernels read
     for t in inputs:
@@ -62,6 +73,14 @@ class TinyJit:
       if not (lb.base is lb and lb.realized is not None): t.lazydata = lb.contiguous()
     if inputs: inputs[0].realize(*inputs[1:])
     input_buffers: list[Buffer] = [t.lazydata.base.realized for t in inputs]
+    # one buffer in two roles: the recording could not tell which argument a kernel reads (tinygrad checks every call)
+    if len(set(map(id, input_buffers))) != len(input_buffers):
+      first = {}
+      for n, b in enumerate(input_buffers):
+        if id(b) in first:
+          raise JitError(f"TinyJit: the same tensor passed twice as input (tensor inputs {first[id(b)]} and {n} share one "
+                         "buffer), so a recording could not tell them apart; pass a copy for one of them (x.clone())")
+        first[id(b)] = n
     # the values of the bound variables, from the inputs' shapes and from bound variables passed as arguments;
     # the signature holds the plain variables, so that another value in range is the same signature
     var_vals: dict[UOp, int] = {}
@@ -77,37 +96,87 @@ class TinyJit:
                          "needs the same ones (a size that changes can be a bound Variable)")
       if len(signature) != len(self.expected):
         raise JitError(f"TinyJit: called with {len(signature)} tensor inputs, captured with {len(self.expected)}")
-      if len(set(map(id, input_buffers))) != len(input_buffers):
-        raise JitError("TinyJit: the same tensor passed twice as input")
-      for name, value in self._other_args(args, kwargs).items():
-        if name not in self.expected_args or not _same(self.expected_args[name], value):
-          raise JitError(f"TinyJit: {name} changed from {self.expected_args.get(name)!r} to {value!r}; the captured kernels "
-                         "have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
+      for arg_name, value in self._other_args(args, kwargs).items():
+        if arg_name not in self.expected_args or not _same(self.expected_args[arg_name], value):
+          raise JitError(f"TinyJit: {arg_name} changed from {self.expected_args.get(arg_name)!r} to {value!r}; the captured "
+                         "kernels have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
       for (j, i), n in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_buffers[n]
       for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals}, jit=True)
-      _rebind(self.ret, var_vals)
+      ret = _map_tensors(self.ret, lambda t: self._replayed(t, inputs, var_vals))
     elif self.cnt == 1:
       self.expected, self.expected_args = signature, self._other_args(args, kwargs)
       capturing.append([])
       try:
-        self.ret = self.fxn(*args, **kwargs)
-        outs = self._input_tensors(self.ret if isinstance(self.ret, (tuple, list)) else [self.ret], {})
-        if outs: outs[0].realize(*outs[1:])
+        ret = self.fxn(*args, **kwargs)
+        # whatever it returns is computed now, so that its kernels are in the recording
+        if outs := _returned_tensors(ret): outs[0].realize(*outs[1:])
       finally: captured = capturing.pop()
+      if not captured:
+        raise JitError(f"TinyJit: {name} launched no kernel while it was captured (call 2), so there is nothing to replay "
+                       "(didn't JIT anything!); return the tensors it computes (the jit realizes them), or don't jit it")
       # the recording's own intermediates (buffers nothing outside it can see: the planner's views; inputs, weights,
       # gradients and outputs may belong to a tensor) share memory where their lifetimes across the whole step allow
       keep = {b for ei in captured for b in ei.bufs if b._base is None}
       assigned = _internal_memory_planner([ei.bufs for ei in captured], keep)
       for ei in captured: ei.bufs = [assigned.get(b, b) for b in ei.bufs]
-      self.jit_cache = captured
+      self.jit_cache, self.ret = captured, ret
       position = {id(b): n for n, b in enumerate(input_buffers)}
       self.input_replace = {(j, i): position[id(b)] for j, ei in enumerate(captured)
                             for i, b in enumerate(ei.bufs) if id(b) in position}
+      # a returned input (or a view of one) is the *next* call's input on a replay, not this one's
+      self.returned_inputs = {id(t.lazydata.base): position[id(t.lazydata.base.realized)] for t in outs
+                              if id(t.lazydata.base.realized) in position}
       if DEBUG >= 1: print(f"JIT captured {len(captured)} kernel{'s' * (len(captured) != 1)} with {len(input_buffers)} inputs")
     else:
-      self.ret = self.fxn(*args, **kwargs)
+      ret = self.fxn(*args, **kwargs)
     self.cnt += 1
-    return self.ret
+    return ret
+
+  def _replayed(self, captured, inputs: list, var_vals: dict[UOp, int]):
+    """A new Tensor for a returned one: on the buffer the replay just wrote (the same one the capture's tensor has, or
+    this call's input), its shape's variables bound to this call's values."""
+    from tinylit.tensor import Tensor
+    lb = captured.lazydata
+    n = self.returned_inputs.get(id(lb.base))
+    base = lb.base if n is None else inputs[n].lazydata.base
+    sub = {b: b.src[0].bind(var_vals[b.src[0]]) for b in lb.st.vars() if b.src[0] in var_vals}
+    if sub or base is not lb.base: lb = base._view(lb.st.substitute(sub) if sub else lb.st)
+    return Tensor(lb, device=lb.device, requires_grad=captured.requires_grad)
+
+def _returned_tensors(ret, seen: set | None = None) -> list:
+  """The Tensors in what a jitted function returned, each once: in dicts, lists and tuples at any depth, and in other
+  objects' attributes, the places tinygrad v0.10's get_parameters looks."""
+  from tinylit.tensor import Tensor
+  seen = set() if seen is None else seen
+  if id(ret) in seen: return []
+  seen.add(id(ret))
+  if isinstance(ret, Tensor): return [ret]
+  if isinstance(ret, dict): parts = list(ret.values())
+  elif isinstance(ret, (list, tuple)): parts = list(ret)
+  elif isinstance(getattr(ret, "__dict__", None), dict): parts = list(vars(ret).values())
+  else: return []
+  return [t for part in parts for t in _returned_tensors(part, seen)]
+
+def _map_tensors(ret, fn: Callable, done: dict | None = None):
+  """`ret` with `fn(t)` for every Tensor `t` in it: dicts, lists and tuples (namedtuples too) are rebuilt around the
+  new tensors; any other object is returned as it is (its tensors' buffers are the replay's)."""
+  from tinylit.tensor import Tensor
+  done = {} if done is None else done   # one new tensor per captured one, even where it is returned twice
+  if isinstance(ret, Tensor):
+    if id(ret) not in done: done[id(ret)] = fn(ret)
+    return done[id(ret)]
+  if isinstance(ret, dict):
+    new = copy.copy(ret)
+    new.update({k: _map_tensors(v, fn, done) for k, v in ret.items()})
+    return new
+  if isinstance(ret, list):
+    new = copy.copy(ret)
+    new[:] = [_map_tensors(v, fn, done) for v in ret]
+    return new
+  if isinstance(ret, tuple):
+    parts = [_map_tensors(v, fn, done) for v in ret]
+    return ret._make(parts) if hasattr(ret, "_make") else tuple(parts)
+  return ret
 
 def _unbound(s: sint) -> sint:
   "A size with its bound variables made plain: `i=3` and `i=4` are the same size to the jit's signature."
@@ -122,11 +191,3 @@ def _same(a, b) -> bool:
   if isinstance(a, (int, float, str, bytes, bool, type(None))): return type(a) is type(b) and a == b
   if isinstance(a, (tuple, list)): return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
   return a is b
-
-def _rebind(ret, var_vals: dict[UOp, int]) -> None:
-  "The returned tensors' shapes say the values of this replay's variables (their buffers already hold its results)."
-  from tinylit.tensor import Tensor
-  for t in (ret if isinstance(ret, (tuple, list)) else [ret]):
-    if not isinstance(t, Tensor) or not (binds := t.lazydata.st.vars()): continue
-    sub = {b: b.src[0].bind(var_vals[b.src[0]]) for b in binds if b.src[0] in var_vals}
-    if sub: t.lazydata = t.lazydata.base._view(t.lazydata.st.substitute(sub))

@@ -165,6 +165,8 @@ class RandomMixin:
     if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint: low={low!r} and high={high!r} must be ints")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
     if not dtypes.is_int(dtype): raise DTypeError(f"randint: dtype must be an int, got {dtype}")
+    # [low, high) is empty: the formula would still give numbers (low itself, or ones above high), as tinygrad's does
+    if low >= high: raise ArgumentError(f"randint: low={low} must be less than high={high}, the numbers come from [low, high)")
     return cls.uniform(*_check_shape(argfix(*shape), "randint"), low=low, high=high, dtype=dtype, **kwargs)
   @classmethod
   def uniform(cls, *shape, low=0.0, high=1.0, **kwargs) -> Tensor:

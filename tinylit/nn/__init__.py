@@ -61,16 +61,20 @@ def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, strid
 
 # %% ../../nbs/10_nn.ipynb #936cbbec
 class BatchNorm:
-  "Batch normalisation over axis 1: batch statistics while training (updating running ones), running ones otherwise."
+  """Batch normalisation over axis 1: batch statistics while training (updating the running ones) and whenever it
+  keeps no running statistics (`track_running_stats=False`); the running ones at test time otherwise."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1):
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight, self.bias = (Tensor.ones(sz), Tensor.zeros(sz)) if affine else (None, None)
-    self.running_mean = Tensor.zeros(sz, requires_grad=False)
-    self.running_var = Tensor.ones(sz, requires_grad=False)
     self.num_batches_tracked = Tensor.zeros(1, dtype="int32", requires_grad=False)
+    # as tinygrad v0.10: a BatchNorm that doesn't track has no running statistics, so nothing can normalise with them
+    if track_running_stats:
+      self.running_mean = Tensor.zeros(sz, requires_grad=False)
+      self.running_var = Tensor.ones(sz, requires_grad=False)
   def __call__(self, x: Tensor) -> Tensor:
     reduce_axes = tuple(a for a in range(x.ndim) if a != 1)
-    if Tensor.training:
+    if self.track_running_stats and not Tensor.training: mean, var = self.running_mean, self.running_var
+    else:
       mean = x.mean(reduce_axes)
       centered = x - mean.reshape(1, -1, *[1] * (x.ndim - 2))
       var = (centered * centered).mean(reduce_axes)
@@ -79,7 +83,6 @@ class BatchNorm:
         self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
         self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * (var.detach() * n / max(n - 1, 1)))
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-    else: mean, var = self.running_mean, self.running_var
     return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
 BatchNorm2d = BatchNorm3d = BatchNorm
 

@@ -25,6 +25,10 @@ class Optimizer:
     for p in self.params: p.grad = None
   def step(self) -> None:
     "Compute every gradient first (they read the old weights), then write all updates."
+    if not Tensor.training:
+      raise AssertionError(f"{type(self).__name__}.step: Tensor.training is False, and an optimizer step needs training mode "
+                           "(as tinygrad's asserts); run the training step inside `with Tensor.train():`, or set "
+                           "Tensor.training = True first")
     if missing := [f"#{i} {p.shape} {p.dtype}" for i, p in enumerate(self.params) if p.grad is None]:
       raise ArgumentError(f"{type(self).__name__}.step: parameter {', '.join(missing)} has no gradient; run backward() on a "
                           "loss that uses it first (zero_grad() clears gradients), or leave it out of the optimizer")
