@@ -148,7 +148,6 @@ def test_optimizer_step_needs_training_mode(device):
   np.testing.assert_allclose(w.numpy(), [0.8, -1.6], rtol=1e-6)
 
 
-@pytest.mark.xfail(reason="rng counter writes: fixed on branch writes", strict=False)
 @pytest.mark.parametrize("device", DEVICES)
 def test_jit_three_random_draws_differ_on_every_call(device):
   "A jitted function drawing three rand tensors: every call's values differ from every other call's."

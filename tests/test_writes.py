@@ -1,0 +1,135 @@
+"""Writes that land (torch's semantics of memory): a write through a view goes into the memory every view shares, at
+once; a value computed before a write keeps its value; every op but a movement makes new memory. Every test runs on
+every device; the stateful fuzzer (tests/fuzz_state.py, tests/test_fuzz_state.py) explores the same ground at random."""
+import numpy as np
+import pytest
+from devices import DEVICES
+
+from tinylit import Tensor, TinyJit
+from tinylit.ops import Variable
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_iadd_through_a_reshape_writes_the_base(device):
+  x = Tensor([1.0, 2, 3, 4], device=device).realize()
+  y = x.reshape(2, 2)
+  y += 1
+  np.testing.assert_array_equal(x.numpy(), [2, 3, 4, 5])
+  np.testing.assert_array_equal(y.numpy(), [[2, 3], [4, 5]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_shrink_assign_writes_into_the_tensor(device):
+  t = Tensor.zeros(3, 2, device=device).contiguous().realize()
+  t.shrink(((1, 2), None)).assign(Tensor.ones(1, 2, device=device)).realize()
+  np.testing.assert_array_equal(t.numpy(), [[0, 0], [1, 1], [0, 0]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_view_sees_a_write_realized_or_not(device):
+  x = Tensor.arange(6, device=device, dtype="float32").reshape(2, 3)   # lazy: not realized yet
+  col, flat, flipped = x[:, 1], x.reshape(6), x.flip(0)
+  col.assign(Tensor([10.0, 20.0], device=device))
+  np.testing.assert_array_equal(x.numpy(), [[0, 10, 2], [3, 20, 5]])
+  np.testing.assert_array_equal(flat.numpy(), [0, 10, 2, 3, 20, 5])
+  np.testing.assert_array_equal(flipped.numpy(), [[3, 20, 5], [0, 10, 2]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_value_computed_before_a_write_keeps_its_value(device):
+  v = Tensor([1.0, 2, 3], device=device).realize()
+  before = v * 1.5                  # lazy, made before the writes
+  v.assign(v * 4)
+  v += 100
+  np.testing.assert_array_equal(before.numpy(), [1.5, 3, 4.5])
+  np.testing.assert_array_equal(v.numpy(), [104, 108, 112])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fold", ["x + 0", "x - 0", "x * 1"])
+def test_a_folded_op_is_still_a_new_tensor(device, fold):
+  x = Tensor([1.0, 2, 3], device=device).realize()
+  y = eval(fold)
+  x += 10
+  np.testing.assert_array_equal(y.numpy(), [1, 2, 3])
+  y -= 1
+  np.testing.assert_array_equal(x.numpy(), [11, 12, 13])
+  np.testing.assert_array_equal(y.numpy(), [0, 1, 2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_pending_write_does_not_see_a_later_one(device):
+  a = Tensor([1.0, 2, 3], device=device).realize()
+  b = Tensor.zeros(3, device=device).contiguous().realize()
+  b.assign(a.flip(0))
+  a.assign(a + 10).realize()
+  np.testing.assert_array_equal(b.numpy(), [3, 2, 1])
+  np.testing.assert_array_equal(a.numpy(), [11, 12, 13])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_writes_that_read_their_own_memory_read_the_old_values(device):
+  x = Tensor([[1.0, 2], [3, 4]], device=device).realize()
+  x.assign(x.T)
+  np.testing.assert_array_equal(x.numpy(), [[1, 3], [2, 4]])
+  y = Tensor([1.0, 2, 3, 4], device=device).realize()
+  y[1:] = y[:-1]
+  np.testing.assert_array_equal(y.numpy(), [1, 1, 2, 3])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("make", ["ones", "zeros", "full", "arange"])
+def test_realized_creations_own_their_memory(device, make):
+  t = {"ones": lambda: Tensor.ones(2, 3, device=device), "zeros": lambda: Tensor.zeros(2, 3, device=device),
+       "full": lambda: Tensor.full((2, 3), 2.5, device=device),
+       "arange": lambda: Tensor.arange(6, device=device, dtype="float32").reshape(2, 3)}[make]().realize()
+  want = t.numpy().copy()
+  other = {"ones": Tensor.ones, "zeros": Tensor.zeros}.get(make, lambda *s, **k: Tensor.full(s, 2.5, **k))(2, 3, device=device)
+  t[0:1, 2:3][0, 0] = 7          # a view of a view of it: one element
+  want[0, 2] = 7
+  np.testing.assert_array_equal(t.numpy(), want)
+  assert (other.numpy() != 7).all()   # another constant of the same value is not the same memory
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_writing_through_an_expand_is_an_error(device):
+  x = Tensor([1.0, 2, 3], device=device).realize()
+  e = x.reshape(1, 3).expand(2, 3)
+  with pytest.raises(RuntimeError, match="expanded view"): e.assign(Tensor.ones(2, 3, device=device))
+  np.testing.assert_array_equal(x.numpy(), [1, 2, 3])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_realized_constant_is_written_under_jit(device):
+  w = Tensor.ones(3, device=device).realize()
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    w.assign(w + x)
+    return (w * 1).realize()
+  got = [step(Tensor([1.0, 2, 3], device=device)).numpy().tolist() for _ in range(5)]
+  assert got == [[1 + k, 1 + 2 * k, 1 + 3 * k] for k in range(1, 6)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_kv_cache_decoding_matches_the_whole_sequence(device, symbolic):
+  """tinygrad's gpt2/llama pattern: a cache written one row at a time with shrink(...).assign(...), attention over the
+  rows so far; with a bound Variable start_pos one TinyJit capture serves every position."""
+  rng = np.random.default_rng(0)
+  steps, dim = 8, 4
+  q_all, k_all = (rng.standard_normal((steps, dim)).astype(np.float32) for _ in range(2))
+  cache = Tensor.zeros(steps, dim, device=device).contiguous().realize()
+  def attend(q: Tensor, k: Tensor, start_pos) -> Tensor:
+    cache.shrink(((start_pos, start_pos + 1), None)).assign(k).realize()
+    keys = cache.shrink(((0, start_pos + 1), None))
+    return ((q @ keys.T).softmax(-1) @ keys).realize()   # keys as values too: a (1, dim) result at every position
+  jitted = TinyJit(attend)
+  for pos in range(steps):
+    q, k = Tensor(q_all[pos:pos + 1], device=device), Tensor(k_all[pos:pos + 1], device=device)
+    start = Variable("start_pos", 0, steps - 1).bind(pos) if symbolic else pos
+    got = (jitted if symbolic else attend)(q, k, start).numpy()
+    logits = q_all[pos:pos + 1] @ k_all[:pos + 1].T
+    weights = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    want = weights @ k_all[:pos + 1]
+    np.testing.assert_allclose(got.reshape(-1), want.reshape(-1), rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(cache.numpy(), k_all)
