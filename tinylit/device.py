@@ -98,16 +98,17 @@ class Compiler:
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
     if self.cachekey is None or getenv("DISABLE_COMPILER_CACHE"): return self.compile(src)
-    key = hashlib.sha256((self.cachekey + src).encode()).hexdigest()
-    path = os.path.join(cache_dir(), f"{self.cachekey}-{key}.bin")
+    key = hashlib.sha256((self.cachekey + src).encode()).digest()
+    path = os.path.join(cache_dir(), f"{self.cachekey}-{key.hex()}.bin")
     if os.path.exists(path):
       with open(path, "rb") as f: data = f.read()
-      # the file starts with a checksum of the binary: a truncated or damaged file is compiled again, never loaded
-      if len(data) >= 32 and hashlib.sha256(data[32:]).digest() == data[:32]: return data[32:]
+      # the file starts with the key it was written for and a checksum of the binary: a damaged file, or another
+      # kernel's file at this name, is compiled again (and overwritten), never loaded
+      if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64]: return data[64:]
     lib = self.compile(src)
     os.makedirs(cache_dir(), exist_ok=True)
     # write to a temporary name, then rename: concurrent runs never see half a file
-    with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(hashlib.sha256(lib).digest() + lib)
+    with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(key + hashlib.sha256(lib).digest() + lib)
     os.replace(f.name, path)
     return lib
 
