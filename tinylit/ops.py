@@ -93,11 +93,26 @@ def _to_np(x, dtype: DType) -> np.ndarray:
   "A numpy array of `dtype` holding `x`, ints wrapped like C."
   arr, dtype = np.asarray(x), dtype.scalar()
   if arr.dtype == dtype.np: return arr
-  if dtypes.is_int(dtype) and arr.dtype.kind == "f":
-    arr = np.nan_to_num(np.trunc(arr), nan=0, posinf=0, neginf=0)
-    with np.errstate(invalid="ignore"): return arr.astype(np.int64).astype(dtype.np)   # out of int64's range: x86's INT64_MIN
+  if dtypes.is_int(dtype) and arr.dtype.kind == "f": return _float_to_int(arr, dtype)
   if dtypes.is_int(dtype) and arr.dtype == object: return np.asarray(int(arr) & (2**64-1)).astype(np.uint64).astype(dtype.np)
   return arr.astype(dtype.np)
+
+# the types an x86-64 C compiler converts a float to through a 64-bit integer; the others go through int32
+_THROUGH_INT64 = (dtypes.int64, dtypes.uint32, dtypes.uint64)
+
+def _float_to_int(arr: np.ndarray, dtype: DType) -> np.ndarray:
+  """Float to int with one answer for every input, x86-64's: truncate toward zero into int32 (int64 for int64,
+  uint32 and uint64), where NaN, ±inf and values out of range become that type's minimum; then wrap to `dtype`.
+  uint64 takes a value from 2**63 up as 2**63 plus the rest, converted the same way."""
+  half = 2.0 ** 63 if dtype in _THROUGH_INT64 else 2.0 ** 31
+  def truncate(y):   # x86's cvttsd2si: the minimum for anything it can't represent (NaN fails both tests)
+    t = np.trunc(y)
+    return np.where((t >= -half) & (t < half), t, -half).astype(np.int64)
+  x = arr.astype(np.float64)   # exact for float16 and float32
+  if dtype != dtypes.uint64: return truncate(x).astype(dtype.np)   # int64 to a narrower int wraps, as in C
+  high = x >= half
+  rest = truncate(np.where(high, x - half, x)).astype(np.uint64)
+  with np.errstate(over="ignore"): return np.where(high, rest + np.uint64(2 ** 63), rest)
 
 # %% ../nbs/03_uop.ipynb #8a0a9e6c
 class UOpMetaClass(type):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .helpers import DEBUG, NOOPT, BEAM, colored, ansilen
 from .ops import Ops
 from .ops import UOp, sint, sym_infer
-from .device import Buffer, Device, GlobalCounters
+from .device import Buffer, Device, GlobalCounters, launch
 from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
 from .search import beam_search
@@ -33,13 +33,14 @@ def _shape_text(shape: tuple) -> str:
   "A shape as DEBUG prints it, a symbolic size by its variable's name: `(10, n)`."
   return "(" + ", ".join(str(s) if isinstance(s, int) else s.render() for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
-def get_program(ast: UOp, renderer, opts: list[Opt] | None = None) -> ProgramSpec:
-  "Codegen for one kernel AST: simplify shapes, apply opts (these, or chosen for the device), lower, linearize, render."
+def get_program(ast: UOp, renderer, opts: list[Opt] | None = None, var_vals: dict[UOp, int] | None = None) -> ProgramSpec:
+  """Codegen for one kernel AST: simplify shapes, apply opts (these, or chosen for the device), lower, linearize, render.
+  `var_vals`, the values of a symbolic kernel's variables in this run, are what BEAM times its candidates with."""
   k = Kernel(ast, renderer)
   if DEBUG >= 5: print(ast)
   if opts is not None:
     for opt in opts: k.apply_opt(opt)
-  elif BEAM >= 1: k = beam_search(k, BEAM.value)
+  elif BEAM >= 1: k = beam_search(k, BEAM.value, var_vals)
   elif not NOOPT: hand_coded_optimizations(k)
   uops = k.linearize()
   if DEBUG >= 3: print(f"{k.name}: full shape {_shape_text(k.full_shape)}, opts applied: {k.applied_opts}")
@@ -58,12 +59,8 @@ class CompiledRunner(Runner):
     self.lib = dev.compiler.compile_cached(p.src)
     self.prg = dev.runtime(p.function_name, self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
-    # a symbolic kernel takes each variable's value as an int argument after the buffers, in the order of p.vars
-    vals = tuple((var_vals or {})[v] for v in self.p.vars)
-    st = time.perf_counter()
-    self.prg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=vals)
-    Device[self.device].synchronize()
-    return time.perf_counter() - st
+    # chapter 8's launch, the same call BEAM times candidates with: buffers, then each variable's value
+    return launch(self.p, self.prg, bufs, var_vals)
 
 # %% ../nbs/08b_realize.ipynb #bca589f3
 class BufferCopy(Runner):
@@ -88,11 +85,12 @@ class EmptyOp(Runner):
 method_cache: dict[tuple[str, UOp, int, int], CompiledRunner] = {}
 
 # %% ../nbs/08b_realize.ipynb #49feefa7
-def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  "The compiled kernel for `ast` on `device`, built once and then taken from the cache."
+def get_runner(device: str, ast: UOp, var_vals: dict[UOp, int] | None = None) -> CompiledRunner:
+  """The compiled kernel for `ast` on `device`, built once and then taken from the cache. `var_vals` only matter
+  when it is built under BEAM, which times candidates with them; the kernel itself works for every value."""
   key = (device, ast, NOOPT.value, BEAM.value)   # the opts chosen depend on these too
   if (ret := method_cache.get(key)) is None:
-    method_cache[key] = ret = CompiledRunner(get_program(ast, Device[device].renderer))
+    method_cache[key] = ret = CompiledRunner(get_program(ast, Device[device].renderer, var_vals=var_vals))
   return ret
 
 # %% ../nbs/08b_realize.ipynb #cd6a7599
@@ -146,7 +144,7 @@ def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.SINK:
     ast, var_vals = unbind_views(si.ast)
-    runner = get_runner(si.outputs[0].device, ast)
+    runner = get_runner(si.outputs[0].device, ast, var_vals)
     # the kernel's own parameter list says which buffers it takes (an input whose loads were simplified away is not one)
     return ExecItem(runner, [si.bufs[i] for i in runner.p.globals], var_vals)
   if si.ast.op is Ops.COPY: return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .dtype import DType, DTYPES_DICT, dtypes
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
-from .ops import Ops, GroupOp, UOp, sint
+from .ops import Ops, GroupOp, UOp, sint, _THROUGH_INT64
 from .symbolic import split_add, term_coefficient
 
 # %% auto #0
@@ -139,6 +139,10 @@ _NARROW = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.float1
 # signed overflow is undefined in C (gcc assumes it never happens); done in unsigned arithmetic, it wraps
 _UNSIGNED_OF = {dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
+def _is_float_to_int(u: UOp) -> bool:
+  "A float-to-int CAST: C leaves it undefined out of range, so its text tests the value (and repeats its operand)."
+  return u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_float(u.src[0].dtype)
+
 def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
   srcs = [ctx.r[s] for s in x.src]
   if x.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_float(x.dtype): out = ctx.render_int_div(x, *srcs)
@@ -218,7 +222,21 @@ class CStyleLanguage(Renderer):
     return f"{v!r}f" if dt == dtypes.float32 else (repr(v) if dt == dtypes.float64 else f"(({self.render_dtype(dt)}){v!r}f)")
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
     if dt == dtypes.bool: return f"({x}!=0)"
+    if dtypes.is_int(dt) and dtypes.is_float(src_dt): return self.render_float_to_int(dt, x, src_dt)
     return f"(({self.render_dtype(dt)})({x}))"
+  def render_float_to_int(self, dt: DType, x: str, src_dt: DType) -> str:
+    """Float to int as chapter 3 defines it (`_float_to_int`): C leaves the cast of NaN, ±inf or an out-of-range float
+    undefined (x86 gives INT_MIN, a GPU saturates), so the range is tested first and such a value gives INT_MIN."""
+    wide = dtypes.int64 if dt in _THROUGH_INT64 else dtypes.int32
+    if src_dt == dtypes.float16: x, src_dt = f"((float)({x}))", dtypes.float32   # compared as a float
+    half = 2 ** (8 * wide.itemsize - 1)
+    def lit(v: int) -> str: return f"{v}.0" + ("f" if src_dt == dtypes.float32 else "")   # exact: a power of two
+    def truncate(y: str) -> str:
+      return f"(({y}>={lit(-half)}&&{y}<{lit(half)})?({self.render_dtype(wide)})({y}):{_render_const(self, UOp.const(wide, -half))})"
+    cast = f"({self.render_dtype(dt)})"
+    if dt != dtypes.uint64: return f"({cast}{truncate(x)})"
+    # from 2**63 up, a uint64 is 2**63 plus the rest (C's cast of a value in range is defined; this is the same)
+    return f"(({x}>={lit(half)})?({cast}{truncate(f'({x}-{lit(half)})')}+{_render_const(self, UOp.const(dt, half))}):{cast}{truncate(x)})"
   def render_int_div(self, x: UOp, a: str, b: str) -> str:
     """Integer `/` and `%` as chapter 3 defines them: x/0 and x%0 are 0, and INT_MIN/-1 wraps to INT_MIN.
     C leaves both undefined, and on x86 either one kills the process."""
@@ -273,7 +291,8 @@ class CStyleLanguage(Renderer):
     self.data_memo: dict[UOp, bool] = {}  # for _is_data: which values are data rather than index arithmetic
     # an op whose C text repeats an operand (max, a guarded division) gets named operands, not inlined ones: a chain
     # of inlined maxes would repeat text exponentially
-    uses = Counter(s for u in uops for s in u.src for _ in range(2 if u.op in (Ops.MAX, Ops.IDIV, Ops.MOD) else 1))
+    uses = Counter(s for u in uops for s in u.src for _ in range(2 if u.op in (Ops.MAX, Ops.IDIV, Ops.MOD) or
+                                                                   _is_float_to_int(u) else 1))
     block, blocks = 0, {}
     for u in uops:  # a loop boundary starts a new block: values are only inlined within one block
       if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): block += 1

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from .helpers import DEBUG, cache_dir, getenv
 from .ops import Ops, UOp
-from .device import Buffer, Device
+from .device import Buffer, Device, launch
 from .kernel import Kernel, KernelOptError, Opt, OptOps
 from .renderer import ProgramSpec
 
@@ -52,17 +52,15 @@ def bufs_for(k: Kernel) -> list[Buffer]:
   return [Buffer(k.opts.device, sizes[i][0], sizes[i][1]).allocate() for i in sorted(sizes)]
 
 # %% ../nbs/06c_beam.ipynb #5eedebe0
-def time_program(p: ProgramSpec, lib: bytes, bufs: list[Buffer], runs: int = 3, early_stop: float = math.inf) -> float:
-  "The fastest of `runs` runs, in seconds (stop early once a run is far slower than the best so far)."
-  dev = Device[p.device]
-  prg = dev.runtime(p.function_name, lib)
-  args = [bufs[i]._buf for i in p.globals]
+def time_program(p: ProgramSpec, lib: bytes, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None,
+                 runs: int = 3, early_stop: float = math.inf) -> float:
+  """The fastest of `runs` runs, in seconds (stop early once a run is far slower than the best so far). Each run is
+  chapter 8's `launch`, the call a real run makes, with the values of the kernel's variables."""
+  prg = Device[p.device].runtime(p.function_name, lib)
+  args = [bufs[i] for i in p.globals]
   best = math.inf
   for _ in range(runs):
-    st = time.perf_counter()
-    prg(*args, global_size=p.global_size, local_size=p.local_size)
-    dev.synchronize()
-    best = min(best, time.perf_counter() - st)
+    best = min(best, launch(p, prg, args, var_vals))
     if best > early_stop * 3: break
   return best
 
@@ -83,10 +81,11 @@ def _cache_path(k: Kernel, amt: int) -> str:
   key = hashlib.sha256(f"{k.opts.device}|{getattr(k.opts, 'threads', 1)}|{amt}|{k.ast}".encode()).hexdigest()
   return os.path.join(cache_dir(), "beam", f"{key}.json")
 
-def beam_search(k: Kernel, amt: int) -> Kernel:
+def beam_search(k: Kernel, amt: int, var_vals: dict[UOp, int] | None = None) -> Kernel:
   """Beam search over opt sequences: start from no opts, extend each of the `amt` fastest kernels by every action
   that applies, time them all on the device, keep the `amt` fastest, and stop when a step finds nothing faster.
-  The winner's opts are saved under the compile cache, keyed by the kernel AST and device."""
+  `var_vals` are the values a symbolic kernel is timed with. The winner's opts are saved under the compile cache,
+  keyed by the kernel AST and device."""
   path = _cache_path(k, amt)
   if os.path.exists(path) and not getenv("IGNORE_BEAM_CACHE"):
     with open(path) as f: return with_opts(k.ast, k.opts, [Opt(OptOps[o], a, n) for o, a, n in json.load(f)])
@@ -101,7 +100,9 @@ def beam_search(k: Kernel, amt: int) -> Kernel:
       libs = list(pool.map(lambda op: _compile(dev, op[1].src), progs))
     out = []
     for (opts, p), lib in zip(progs, libs):
-      t = math.inf if lib is None else time_program(p, lib, bufs, early_stop=best)
+      # a variable with no value given is timed at the middle of its range (as tinygrad's BEAM times every one)
+      vals = {v: (var_vals or {}).get(v, (v.arg[1] + v.arg[2]) // 2) for v in p.vars}
+      t = math.inf if lib is None else time_program(p, lib, bufs, vals, early_stop=best)
       best = min(best, t)
       out.append((t, opts))
       bar.update(best)
