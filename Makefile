@@ -23,6 +23,8 @@ NB       ?=
 # extra arguments for `make course`, e.g. LAB_ARGS="--no-browser --port 8899"
 LAB_ARGS ?=
 export CHROMIUM ?= /usr/bin/chromium
+# Debian's PoCL registers itself here; its presence says the apt step below has run
+POCL_ICD := /etc/OpenCL/vendors/pocl.icd
 # the venv's kernel spec wins over one of the same name in ~/.local (notebooks ask for "python3")
 export JUPYTER_PREFER_ENV_PATH := 1
 # quiet the debugger warning every IPython kernel prints under nbval and nbclient
@@ -35,7 +37,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 22
 
-setup: $(STAMP) $(CHROMIUM) ## create/update .venv (pip install -e ".[dev]"), its Jupyter kernel, and Chromium
+setup: $(STAMP) $(CHROMIUM) $(POCL_ICD) ## create/update .venv (pip install -e ".[dev]"), its Jupyter kernel, Chromium, Debian's PoCL
 
 # (Re)install when the package's settings or pins change (or tinylit/ first appears, see STAMP).
 # --use-pep517: setuptools' own editable install (without a pyproject.toml, pip would otherwise
@@ -55,6 +57,19 @@ $(CHROMIUM):
 	else echo "warning: no $(CHROMIUM) and no root: the docs browser test will skip (and fail under CI=true)"; exit 0; fi; \
 	echo "+ apt-get install chromium"; \
 	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+# Debian's PoCL (OpenCL on the CPU) for the CL device, beside the one pyopencl gets from PyPI: that PoCL 3.0's
+# LLVM 14 builds no kernel on CPUs newer than it (AMD Zen 5: "unknown target CPU 'generic'"), while Debian's
+# targets a fixed CPU variant (skylake-avx512 on such a CPU). The CL device opens whichever builds a probe kernel.
+# Without apt-get or root, CL runs on PyPI's PoCL where it can, and is skipped, saying why, where it can't.
+$(POCL_ICD):
+	@if ! command -v apt-get >/dev/null; then echo "warning: no apt-get for Debian's PoCL: CL has PyPI's only"; exit 0; \
+	elif [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "warning: no root for apt-get install pocl-opencl-icd: CL has PyPI's PoCL only"; exit 0; fi; \
+	echo "+ apt-get install pocl-opencl-icd"; \
+	$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends pocl-opencl-icd >/dev/null \
+	  || echo "warning: apt-get install pocl-opencl-icd failed: CL has PyPI's PoCL only"
 
 course: setup ## open the course: JupyterLab on nbs/ with the .venv kernel
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)/nbs" $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)

@@ -1,18 +1,52 @@
 """The CL device (OpenCL via pyopencl; PoCL runs it on the CPU): a representative set of ops, forwards and
 backwards, against torch, plus dtypes and copies. Each OpenCL kernel takes PoCL a moment to build, so this
 set is smaller than the CPU/PYTHON one; the kernels are the same ASTs rendered by OpenCLRenderer."""
+import sys
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-pytest.importorskip("pyopencl")
 torch = pytest.importorskip("torch")
 from tinylit import Tensor
+from tinylit.runtime.ops_cl import CLDevice
 from test_ops import check_op
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def cl_device():
+  "Skip, saying why, where this machine has no OpenCL device that builds kernels."
+  pytest.importorskip("pyopencl")
   from tinylit.device import Device
   try: Device["CL"]
   except RuntimeError as e: pytest.skip(str(e))
+
+def fake_pyopencl(*devices: tuple[str, str | None]):
+  "Just enough of pyopencl for CLDevice to choose: one platform per (device name, build error or None)."
+  class BuildError(Exception): pass
+  def build(ctx):
+    dev = ctx.devices[0]
+    if dev.error is not None: raise BuildError(f"Build on {dev.name}:\n\nerror: {dev.error}")
+  def platform(name, error):
+    dev = SimpleNamespace(name=name, driver_version="9.9", error=error,
+                          platform=SimpleNamespace(name="FakeCL"))
+    return SimpleNamespace(get_devices=lambda: [dev])
+  return SimpleNamespace(RuntimeError=BuildError, get_platforms=lambda: [platform(*d) for d in devices],
+                         Context=lambda devs: SimpleNamespace(devices=devs), CommandQueue=lambda ctx: None,
+                         Program=lambda ctx, src: SimpleNamespace(build=lambda: build(ctx)))
+
+def test_cl_opens_first_device_that_builds(monkeypatch):
+  # PyPI's PoCL 3.0 and Debian's can both be installed; the loader may list the one that can't build first
+  cl = fake_pyopencl(("old-pocl", "unknown target CPU 'generic'"), ("new-pocl", None))
+  monkeypatch.setitem(sys.modules, "pyopencl", cl)
+  assert CLDevice("CL").ctx.devices[0].name == "new-pocl"
+
+def test_cl_refusal_names_every_device(monkeypatch):
+  cl = fake_pyopencl(("old-pocl", "unknown target CPU 'generic'"), ("other", "boom"))
+  monkeypatch.setitem(sys.modules, "pyopencl", cl)
+  with pytest.raises(RuntimeError) as e: CLDevice("CL")
+  msg = str(e.value)
+  assert "FakeCL 9.9, 'old-pocl': error: unknown target CPU 'generic'" in msg, msg
+  assert "FakeCL 9.9, 'other': error: boom" in msg, msg
+  assert "pocl-opencl-icd" in msg, msg
 
 CASES = {
   "add_broadcast": ([(4, 3), (3,)], lambda a, b: a + b, None),
@@ -29,11 +63,13 @@ CASES = {
   "conv2d": ([(1, 2, 5, 5), (3, 2, 3, 3)], lambda x, w: torch.nn.functional.conv2d(x, w, padding=1), lambda x, w: x.conv2d(w, padding=1)),
 }
 
+@pytest.mark.usefixtures("cl_device")
 @pytest.mark.parametrize("name", list(CASES))
 def test_cl_matches_torch(name):
   shapes, tfxn, lfxn = CASES[name]
   check_op("CL", shapes, tfxn, lfxn, atol=1e-4)
 
+@pytest.mark.usefixtures("cl_device")
 def test_cl_dtypes_and_copies():
   x = np.arange(12, dtype=np.float32).reshape(3, 4)
   t = Tensor(x, device="CL")

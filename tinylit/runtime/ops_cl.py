@@ -46,20 +46,33 @@ class CLProgram:
     if local_size is not None: gsize = tuple(g * l for g, l in zip(gsize, local_size))
     self.kernel(self.dev.queue, gsize, local_size, *bufs, *[np.int32(v) for v in vals])
 
+def _probe_error(cl, ctx) -> str | None:
+  "Why this context's device can't build a one-line kernel, or None if it can."
+  try: cl.Program(ctx, "__kernel void probe(__global int* a) { a[0] = 1; }").build()
+  except cl.RuntimeError as e:  # e.g. PoCL 3.0's LLVM does not know this CPU ("unknown target CPU 'generic'")
+    return next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()), str(e).strip())
+  return None
+
 class CLDevice(Compiled):
-  "OpenCL through pyopencl, on the first platform found (PoCL gives one that runs on the CPU)."
+  "OpenCL through pyopencl, on the first device of any platform that can build kernels here (PoCL: the CPU)."
   def __init__(self, device: str):
     try:
       import pyopencl as cl
-      platform = cl.get_platforms()[0]
+      cl_devices = [d for platform in cl.get_platforms() for d in platform.get_devices()]
     except Exception as e:  # no pyopencl, or no OpenCL platform installed
       raise RuntimeError(f"the CL device needs pyopencl and an OpenCL platform "
                          f"(pip install pyopencl pocl-binary-distribution): {e}") from None
-    self.cl, self.ctx = cl, cl.Context(platform.get_devices()[:1])
-    self.queue = cl.CommandQueue(self.ctx)
-    try: cl.Program(self.ctx, "__kernel void probe(__global int* a) { a[0] = 1; }").build()
-    except cl.RuntimeError as e:  # e.g. PoCL's LLVM does not know this CPU ("unknown target CPU 'generic'")
-      why = next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()), str(e).strip())
-      raise RuntimeError(f"OpenCL device {self.ctx.devices[0].name!r} cannot build kernels on this machine: {why}") from None
+    self.cl, refusals = cl, []
+    # two PoCLs can be installed side by side (PyPI's and Debian's) and the loader picks the order of
+    # platforms, so the first device that builds the probe wins, and each one that can't says why
+    for cl_device in cl_devices:
+      ctx = cl.Context([cl_device])
+      if (why := _probe_error(cl, ctx)) is None: break
+      refusals.append(f"{cl_device.platform.name} {cl_device.driver_version}, {cl_device.name!r}: {why}")
+    else:
+      raise RuntimeError("no OpenCL device can build kernels on this machine ("
+                         + ("; ".join(refusals) or "no devices") + "); a newer PoCL may know this CPU, "
+                         "e.g. Debian's: apt-get install pocl-opencl-icd")
+    self.ctx, self.queue = ctx, cl.CommandQueue(ctx)
     super().__init__(device, CLAllocator(self), OpenCLRenderer(), CLCompiler(self), CLProgram)
   def synchronize(self) -> None: self.queue.finish()
