@@ -133,3 +133,10 @@ def test_kv_cache_decoding_matches_the_whole_sequence(device, symbolic):
     want = weights @ k_all[:pos + 1]
     np.testing.assert_allclose(got.reshape(-1), want.reshape(-1), rtol=1e-5, atol=1e-6)
   np.testing.assert_array_equal(cache.numpy(), k_all)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_one_graph_binding_a_variable_to_two_values(device):
+  p = Variable("p", 0, 5)
+  got = (Tensor(p.bind(1), device=device) + Tensor(p.bind(3), device=device) * 10).numpy()
+  assert got == 31

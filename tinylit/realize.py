@@ -130,15 +130,16 @@ def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
   and the values they are bound to now: the kernel is compiled for the plain AST, once for every value, and run
   with the values."""
   sub, var_vals = {}, {}
+  def plain(bind: UOp) -> UOp:
+    """The kernel's variable for a bound one. One graph may bind a variable to two values (`Tensor(p.bind(1)) +
+    Tensor(p.bind(3))`): the second value gets a renamed copy of the variable, so the kernel takes both."""
+    var, val = bind.unbind()
+    while var_vals.get(var, val) != val: var = UOp.variable(var.arg[0] + "_", var.arg[1], var.arg[2])
+    var_vals[var] = val
+    return var
   for u in ast.toposort:
-    if u.op is Ops.VIEW and u.arg.vars():
-      st, vals = u.arg.unbind()
-      sub[u] = u.replace(arg=st)
-      var_vals.update(vals)
-    elif u.op is Ops.CONST and isinstance(u.arg, UOp):
-      var, val = u.arg.unbind()
-      sub[u] = u.replace(arg=var)
-      var_vals[var] = val
+    if u.op is Ops.VIEW and u.arg.vars(): sub[u] = u.replace(arg=u.arg.substitute({b: plain(b) for b in u.arg.vars()}))
+    elif u.op is Ops.CONST and isinstance(u.arg, UOp): sub[u] = u.replace(arg=plain(u.arg))
   return (ast.substitute(sub) if sub else ast), var_vals
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:

@@ -255,19 +255,20 @@ class Storage:
     self.root = root
     self.tensors: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> Tensor
   def has_memory(self) -> bool:
-    "Is the root a base that will be a buffer of its own (not a constant, nor a view of some other memory)?"
-    return self.root.base is self.root and self.root.op is not Ops.CONST
+    "Is every element of the root in memory, or to be computed into memory (not a constant, nor a padded border)?"
+    return not self.root.is_unrealized_const() and all(v.mask is None for v in self.root.st.views)
   def move_to(self, root: LazyBuffer) -> None:
     "Make `root` (a new base with the old root's values) this storage's memory, and rebind every tensor onto it."
     self.root = root
     for t in list(self.tensors.values()):
       if t._storage is self: t._bind(root._view(t._view), self, t._view)
   def writable(self) -> LazyBuffer:
-    """The realized base a write goes into. A storage without memory of its own, or whose memory a tensor of another
-    storage also holds (`y = x + 0` is x's buffer), first moves to a copy: the others keep what they hold."""
+    """The realized base a write goes into. A storage that is not a base of its own (a view of other memory, a
+    constant), or whose memory a tensor of another storage also holds (`y = x + 0` is x's buffer), first moves to a
+    copy: the others keep what they hold."""
     base = self.root.base
     others = [t for t in holders.get(base, {}).values() if t._storage is not self and t.lazydata.base is base]
-    if not self.has_memory() or others: self.move_to(self.root.clone())
+    if self.root.base is not self.root or not self.has_memory() or others: self.move_to(self.root.clone())
     if self.root.realized is None: run_schedule(create_schedule([self.root]))
     return self.root
 
