@@ -85,14 +85,14 @@ def generate(seed: int, index: int, steps: int = 12) -> list[str]:
       else: d = rng.randrange(len(sa)); s2 = sa; lines.append(f"{n} = {a}.flip({d})")
       shapes[n] = s2
     elif kind < 0.45:   # a new value computed from old ones (lazy until read)
-      b = any_of(lambda s: s == sa)
+      b = any_of(lambda s, sa=sa: s == sa)
       op = rng.choice(["+", "-", "*"])
       rhs = f"{a} {op} {b}" if op != "*" else f"{a} * 2"
       if rng.random() < 0.2: rhs = rng.choice([f"{a} + 0", f"{a} * 1", f"{a} - 0"])   # folded away: must not alias
       lines.append(f"{n} = {rhs}")
       shapes[n] = sa
     elif kind < 0.9:   # a write
-      b = any_of(lambda s: s == sa)
+      b = any_of(lambda s, sa=sa: s == sa)
       w = rng.random()
       if w < 0.25: lines.append(f"{a}.assign({b} - 1)")
       elif w < 0.4: lines.append(f"{a}.assign({a}.flip(0))")   # reads its own memory: the old values first
