@@ -17,7 +17,8 @@ import argparse, random, sys, traceback
 import numpy as np
 import torch
 
-from tinylit import Tensor
+from tinylit import Tensor, TinyJit
+from tinylit.ops import Variable
 
 
 class Program:
@@ -52,9 +53,12 @@ def _slice(shape: tuple[int, ...], rng: random.Random) -> str:
 
 
 def generate(seed: int, index: int, steps: int = 12) -> list[str]:
-  """A program as a list of lines of Python over names v0, v1, ... that works for tinylit's Tensor and for torch
-  through the tiny vocabulary of `run` (T.new, T.full, ...). Each line after a write reads something back."""
+  """A program as a list of statements of Python over names v0, v1, ... that works for tinylit's Tensor and for the
+  reference through the small vocabulary of `Tinylit`/`Reference` (T.new, T.full, T.check, ...). Each write is followed
+  by a read. One program in five is a TinyJit program, one in ten a KV cache."""
   rng = random.Random(seed * 1_000_003 + index)
+  if (kind := rng.random()) < 0.2: return _jit_program(rng)
+  if kind < 0.3: return _kv_program(rng)
   shapes: dict[str, tuple[int, ...]] = {}
   lines: list[str] = []
   def name() -> str: return f"v{len(shapes)}"
@@ -108,13 +112,63 @@ def generate(seed: int, index: int, steps: int = 12) -> list[str]:
   return lines
 
 
+def _jit_program(rng: random.Random) -> list[str]:
+  """State updated in place inside a TinyJit function (through a random view of it), random draws, and a container of
+  results, replayed several times with new inputs; the draws must differ on every call."""
+  shape = _shape(rng)
+  idx = _slice(shape, rng)
+  view_shape = tuple(np.empty(shape)[eval(f"np.s_[{idx}]")].shape)
+  update = rng.choice(["sv += x", "sv.assign(sv * 2 - x)", "sv -= x", "s.assign(s.flip(0))\n  sv += x"])
+  draws = rng.randrange(0, 4)
+  ret = rng.choice(['{"s": s * 1, "r": r, "v": (sv - 1,)}', '[s + 0, {"r": r, "w": sv * 2}]', '({"r": r}, sv + x)',
+                    '{"out": [s.reshape(-1) * 2], "r": r}'])
+  seed = rng.randrange(1 << 30)
+  return [f"s = T.new({shape}, {seed})", f"sv = s[{idx}]",
+          f"def step(x):\n  global sv\n  {update}\n  r = [T.rand(3) for _ in range({draws})]\n  return {ret}",
+          "f = T.jit(step)",
+          f"for i in range(5):\n  out = f(T.new({view_shape}, {seed} + i + 1))\n  T.check_all(out)\n  T.check(s)"]
+
+
+def _kv_program(rng: random.Random) -> list[str]:
+  """tinygrad's KV cache: a cache written one row per position through shrink(...).assign(...), read up to the
+  position; the position a plain int, or a bound Variable under TinyJit (one capture for every position)."""
+  length, dim, seed = rng.randrange(3, 7), rng.randrange(1, 4), rng.randrange(1 << 30)
+  jit = rng.random() < 0.5
+  return [f"cache = T.full(({length}, {dim}), 0).contiguous().realize()",
+          "def attend(row, pos):\n  cache.shrink(((pos, pos + 1), None)).assign(row).realize()\n"
+          "  return (cache.shrink(((0, pos + 1), None)) * 2).sum(0)",
+          f"f = {'T.jit(attend)' if jit else 'attend'}",
+          f"for p in range({length}):\n  T.check(f(T.new((1, {dim}), {seed} + p), T.pos(p, {length}, {jit})))\n  T.check(cache)"]
+
+
 class Tinylit:
   "The vocabulary of a generated program, on tinylit."
-  def __init__(self, device: str): self.device, self.seen = device, []
+  def __init__(self, device: str): self.device, self.seen, self.draws = device, [], []
   def new(self, shape, seed): return Tensor(np.random.default_rng(seed).integers(-4, 5, shape).astype(np.float32), device=self.device)
   def full(self, shape, v): return Tensor.full(shape, float(v), device=self.device)
   def arange(self, n): return Tensor.arange(n, device=self.device, dtype="float32")
   def check(self, t): self.seen.append(t.numpy().copy())
+  def rand(self, n): return Tensor.rand(n, device=self.device)
+  def jit(self, f): return TinyJit(f)
+  def pos(self, p, length, symbolic): return Variable("start_pos", 0, length - 1).bind(p) if symbolic else p
+  def check_all(self, out):
+    "Check every tensor in a returned container; random draws (under key 'r', or lists of them) are checked apart."
+    for key, t in _leaves(out):
+      if key == "r":
+        v = t.numpy()
+        if v.shape != (3,) or not ((0 <= v) & (v < 1)).all(): raise AssertionError(f"rand(3) gave {v}")
+        if any(np.array_equal(v, d) for d in self.draws): raise AssertionError(f"a replay drew {v} again")
+        self.draws.append(v.copy())
+      else: self.check(t)
+
+
+def _leaves(out, key=None):
+  "(key, tensor) for every tensor in nested dicts, lists and tuples, with the dict key it sits under ('r': random draws)."
+  if isinstance(out, dict):
+    for k, v in out.items(): yield from _leaves(v, k)
+  elif isinstance(out, (list, tuple)):
+    for v in out: yield from _leaves(v, key)
+  else: yield key, out
 
 
 class Ref:
@@ -132,6 +186,9 @@ class Ref:
   def permute(self, order) -> Ref: return Ref(self.storage, self.pos.permute(order))
   def flip(self, dim) -> Ref: return Ref(self.storage, self.pos.flip(dim))
   def __getitem__(self, idx) -> Ref: return Ref(self.storage, self.pos[idx])
+  def shrink(self, arg) -> Ref: return self[tuple(slice(*a) if a is not None else slice(None) for a in arg)]
+  def contiguous(self) -> Ref: return Ref.of(self.value())
+  def sum(self, axis) -> Ref: return Ref.of(self.value().sum(axis))
   def _val(self, x) -> torch.Tensor: return x.value() if isinstance(x, Ref) else torch.tensor(float(x))
   def __add__(self, x) -> Ref: return Ref.of(self.value() + self._val(x))
   def __sub__(self, x) -> Ref: return Ref.of(self.value() - self._val(x))
@@ -152,18 +209,27 @@ class Reference:
   def full(self, shape, v): return Ref.of(torch.full(shape, float(v)))
   def arange(self, n): return Ref.of(torch.arange(n, dtype=torch.float32))
   def check(self, t): self.seen.append(t.numpy().copy())
+  def rand(self, n): return None        # random values are checked on tinylit alone (range, fresh on every call)
+  def jit(self, f): return f
+  def pos(self, p, length, symbolic): return p
+  def check_all(self, out):
+    for key, t in _leaves(out):
+      if key != "r": self.check(t)
 
 
 def run(lines: list[str], device: str) -> str | None:
   "None if tinylit agrees with the reference on every check of the program, else what differed."
   tl, ref = Tinylit(device), Reference()
-  ns_tl, ns_ref = {"T": tl}, {"T": ref}
+  ns_tl, ns_ref, checked = {"T": tl}, {"T": ref}, 0
   for i, line in enumerate(lines):
     exec(line, ns_ref)
     try: exec(line, ns_tl)
     except Exception: return f"line {i} `{line}` raised on tinylit:\n{traceback.format_exc(limit=4)}"
-    if tl.seen and len(tl.seen) == len(ref.seen) and not np.array_equal(tl.seen[-1], ref.seen[-1]):
-      return f"line {i} `{line}`: tinylit {tl.seen[-1].tolist()} != reference {ref.seen[-1].tolist()}"
+    if len(tl.seen) != len(ref.seen): return f"statement {i} `{line}`: {len(tl.seen)} checks on tinylit, {len(ref.seen)} on the reference"
+    for n, (got, want) in enumerate(zip(tl.seen[checked:], ref.seen[checked:])):
+      if not np.array_equal(got, want):
+        return f"statement {i} `{line}`, check {checked + n}: tinylit {got.tolist()} != reference {want.tolist()}"
+    checked = len(tl.seen)
   return None
 
 
@@ -171,7 +237,7 @@ def repro(lines: list[str], device: str) -> str:
   "A standalone tinylit snippet for a program."
   head = ["import numpy as np", "from tinylit import Tensor", "from tests.fuzz_state import Tinylit",
           f"T = Tinylit({device!r})"]
-  return "\n".join(head + [ln.replace("T.check(", "print(") for ln in lines])
+  return "\n".join(head + lines + ["for v in T.seen: print(v)"])
 
 
 def fuzz(device: str, seed: int, start: int, stop: int) -> list[str]:

@@ -264,11 +264,13 @@ class Storage:
       if t._storage is self: t._bind(root._view(t._view), self, t._view)
   def writable(self) -> LazyBuffer:
     """The realized base a write goes into. A storage that is not a base of its own (a view of other memory, a
-    constant), or whose memory a tensor of another storage also holds (`y = x + 0` is x's buffer), first moves to a
-    copy: the others keep what they hold."""
-    base = self.root.base
-    others = [t for t in holders.get(base, {}).values() if t._storage is not self and t.lazydata.base is base]
-    if self.root.base is not self.root or not self.has_memory() or others: self.move_to(self.root.clone())
+    constant) first moves to a copy. Tensors of other storages that hold this memory (`y = x + 0` is x's buffer) move
+    to copies of their values instead, made before the write: the written memory stays where it is, which a TinyJit
+    recording of the write relies on."""
+    if self.root.base is not self.root or not self.has_memory(): self.move_to(self.root.clone())
+    others = {id(t._storage): t._storage for t in holders.get(self.root, {}).values()
+              if t._storage is not self and t.lazydata.base is self.root}
+    for other in others.values(): other.move_to(other.root.clone())
     if self.root.realized is None: run_schedule(create_schedule([self.root]))
     return self.root
 
