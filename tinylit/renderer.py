@@ -226,7 +226,8 @@ class CStyleLanguage(Renderer):
     return f"(({self.render_dtype(dt)})({x}))"
   def render_float_to_int(self, dt: DType, x: str, src_dt: DType) -> str:
     """Float to int as chapter 3 defines it (`_float_to_int`): C leaves the cast of NaN, ±inf or an out-of-range float
-    undefined (x86 gives INT_MIN, a GPU saturates), so the range is tested first and such a value gives INT_MIN."""
+    undefined (x86 gives INT_MIN, a GPU saturates), so the range of int32 (int64) is tested first, and a value out
+    of it gives that type's minimum, wrapped to `dt` like any other."""
     wide = dtypes.int64 if dt in _THROUGH_INT64 else dtypes.int32
     if src_dt == dtypes.float16: x, src_dt = f"((float)({x}))", dtypes.float32   # compared as a float
     half = 2 ** (8 * wide.itemsize - 1)
@@ -289,8 +290,8 @@ class CStyleLanguage(Renderer):
   def render(self, name: str, uops: list[UOp]) -> str:
     self.r: dict[UOp, str] = {}
     self.data_memo: dict[UOp, bool] = {}  # for _is_data: which values are data rather than index arithmetic
-    # an op whose C text repeats an operand (max, a guarded division) gets named operands, not inlined ones: a chain
-    # of inlined maxes would repeat text exponentially
+    # an op whose C text repeats an operand (max, a guarded division, a float-to-int cast's range test) gets named
+    # operands, not inlined ones: a chain of inlined maxes would repeat text exponentially
     uses = Counter(s for u in uops for s in u.src for _ in range(2 if u.op in (Ops.MAX, Ops.IDIV, Ops.MOD) or
                                                                    _is_float_to_int(u) else 1))
     block, blocks = 0, {}
