@@ -14,9 +14,9 @@ _asts: dict = {}
 _get_program = realize.get_program
 
 
-def _capturing_get_program(ast, renderer, opts=None):
+def _capturing_get_program(ast, renderer, *args, **kwargs):
   _asts.setdefault(ast, None)
-  return _get_program(ast, renderer, opts)
+  return _get_program(ast, renderer, *args, **kwargs)
 
 
 realize.get_program = _capturing_get_program
