@@ -4,7 +4,9 @@
 
 # %% ../nbs/06b_heuristic.ipynb #ddcc19f2
 from __future__ import annotations
+import itertools
 from .helpers import prod
+from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 
 # %% auto #0
@@ -39,33 +41,95 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
     if strides.count(1) and score[0] > 0 and (best is None or score > best[0]): best = (score, axis, width)
   return None if best is None else (best[1], best[2])
 
+# %% ../nbs/06b_heuristic.ipynb #f042f095
+def _inner_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
+  """What one iteration of the reduce loop does: each load and ALU op of the reduce's source, and the reduce's own
+  accumulate, with the axes its value moves along (for a load, by which stride; None where it isn't one stride)."""
+  moves: dict[UOp, dict[int, int | None]] = {}
+  work = []
+  for u in k.reduceop.src[0].toposort:
+    if u.op is Ops.VIEW:
+      moves[u] = {a: s for a in range(k.shape_len) if (s := axis_stride(k.sts[u.arg], a)) != 0}
+      continue
+    moves[u] = {a: (s if u.op is Ops.LOAD else None) for x in u.src for a, s in moves.get(x, {}).items()}
+    if u.op is Ops.LOAD or u.op is Ops.CAST or u.op in GroupOp.ALU: work.append((u, moves[u]))
+  return work + [(k.reduceop, moves[k.reduceop.src[0]])]
+
+def _cost(k: Kernel, work: list, upcasts: list[tuple[int, int]]) -> float:
+  """Instructions per point of the loop nest with these upcasts [(axis, amount), ...], the first being the vector
+  axis and its width: each op runs once per copy of the axes it moves along; along the vector axis a contiguous
+  load, or an op the device has in vector form, is one instruction for all lanes, anything else one per lane."""
+  vec, width = upcasts[0] if upcasts else (None, 1)
+  lanes: dict[int, int] = {}
+  for axis, amt in upcasts: lanes[axis] = lanes.get(axis, 1) * amt
+  total = 0
+  for u, moving in work:
+    n = prod(lanes.get(a, 1) for a in moving)
+    if vec in moving and (moving[vec] == 1 if u.op is Ops.LOAD else u.op is Ops.REDUCE_AXIS or k.opts.supports_vector(u)):
+      n //= width
+    total += n
+  return total / prod(lanes.values())
+
+def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
+  "The cheapest vector axis (and width) and register tile for a reduce kernel: [(axis, amount), ...], vector first."
+  work, kinds = _inner_work(k), k.axis_kinds()
+  axes = [a for a in range(k.first_upcast) if kinds[a] in ("global", "reduce") and isinstance(k.full_shape[a], int)]
+  outs = [a for a in axes if kinds[a] == "global"]
+  loads = [moving for u, moving in work if u.op is Ops.LOAD]
+  best = None
+  for v in axes:
+    width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[v] % w == 0), None)
+    if width is None or not any(moving.get(v) == 1 for moving in loads): continue
+    rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
+    tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
+    if kinds[v] == "reduce":  # partial sums: 4 x 4 outputs along two axes that inputs are reused across
+      reuse = [a for a in outs if any(a not in moving for moving in loads)]
+      tiles += [[(t1, 4), (t2, 4)] for t1, t2 in itertools.combinations(reuse, 2) if rest[t1] % 4 == 0 and rest[t2] % 4 == 0]
+    for tile in tiles:
+      key = (round(_cost(k, work, [(v, width)] + tile), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
+             prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, v)
+      if best is None or key < best[0]: best = (key, [(v, width)] + tile)
+  return None if best is None else best[1]
+
+def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, int | None]:
+  """Apply a plan's upcasts (UNROLL for a reduce axis). Returns where the rest of the vector axis's loop and of the
+  first tile axis's loop are afterwards (None: used up, or no tile)."""
+  where = [plan[0][0], plan[1][0] if len(plan) > 1 and plan[1][0] != plan[0][0] else None]
+  plan = list(plan)
+  for i, (axis, amt) in enumerate(plan):
+    rank = k.shape_len
+    reduce = k.axis_kinds()[axis] == "reduce"
+    if not _try(k, Opt(OptOps.UNROLL, axis - k.first_reduce, amt) if reduce else Opt(OptOps.UPCAST, axis, amt)): break
+    if k.shape_len == rank:  # the whole axis went: the loops after it move down one
+      plan[i + 1:] = [(a - (a > axis), n) for a, n in plan[i + 1:]]
+      where = [None if w is None or w == axis else w - (w > axis) for w in where]
+  return where[0], where[1]
+
 # %% ../nbs/06b_heuristic.ipynb #27570770
 def hand_coded_optimizations(k: Kernel) -> Kernel:
   "Apply opts for this kernel on its device, chosen from its shape and strides; returns the kernel."
   # a small kernel runs in microseconds either way: plain loops are quicker to compile, and to read
   if _size(k.full_shape) < 1024: return k
   if k.opts.has_local: return _gpu_optimizations(k)
-  # 1. vectors along the best contiguous axis
-  if (va := _vector_axis(k)) is not None:
+  vec = None  # where the loop of the vector axis's rest is, once the upcasts are in
+  if k.reduceop is not None and (plan := _reduce_plan(k)) is not None:
+    # 1 and 2. vectors and a register tile: the cheapest plan (`_cost`). Then the vector axis's loop goes outside the
+    #    tile's, so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks
+    #    past it
+    vec, tile = _apply_upcasts(k, plan)
+    if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.SWAP, tile, vec))
+  elif (va := _vector_axis(k)) is not None:
+    # 1. no reduce (or no vector a reduce's loads could use): vectors along the best contiguous axis
     axis, width = va
     reduce = k.axis_kinds()[axis] == "reduce"
-    _try(k, Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, axis - k.first_reduce if reduce else axis, width))
-  # 2. a register tile: copies along output axes where some input doesn't move (it is reused across them), so one
-  #    loaded vector serves several outputs. With vectors along an output axis (a matmul's columns), 8 rows; with
-  #    vectors along the reduce (partial sums), 4 x 4 outputs. Then the vector axis's loop goes outside the tile's,
-  #    so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks past it
-  if k.reduceop is not None and va is not None:
-    vec_global = k.axis_kinds()[va[0]] == "global"
-    reuse = [a for a in range(k.first_reduce) if k.axis_kinds()[a] == "global" and 0 in _strides(k, a) and a != va[0]
-             and isinstance(k.full_shape[a], int)]
-    for axis in sorted(reuse, key=lambda a: -k.full_shape[a])[:1 if vec_global else 2]:
-      if (_try(k, Opt(OptOps.UPCAST, axis, 8)) if vec_global else False) or _try(k, Opt(OptOps.UPCAST, axis, 4)):
-        if vec_global and axis < va[0]: _try(k, Opt(OptOps.SWAP, axis, va[0]))
+    rank = k.shape_len
+    if _try(k, Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, axis - k.first_reduce if reduce else axis, width)):
+      vec = axis if k.shape_len > rank else None   # the same rank: the whole axis went into the vector
   # 3. independent chains: a reduce with fewer than 4 accumulators gets more (each add waits for the one before it).
   #    Vectors along an output axis (a sum down the columns) take more of that axis: each row is then read in longer
   #    runs; vectors along the reduce take more of the reduce: several partial sums
-  if k.reduceop is not None and _copies(k) < 4 and va is not None:
-    if k.axis_kinds()[va[0]] == "global" and va[0] < k.first_reduce: _try(k, Opt(OptOps.UPCAST, va[0], 8)) or _try(k, Opt(OptOps.UPCAST, va[0], 4))
+  if k.reduceop is not None and _copies(k) < 4 and k.vector_axis() is not None:
+    if vec is not None and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.UPCAST, vec, 8)) or _try(k, Opt(OptOps.UPCAST, vec, 4))
     elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
   # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
   #    one contiguous part), if there is enough work to pay for waking them

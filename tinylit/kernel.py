@@ -9,17 +9,17 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 from .dtype import dtypes
-from .helpers import colored, prod
+from .helpers import all_int, colored, prod
 from .ops import Ops
 from .ops import UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .symbolic import symbolic
-from .shapetracker import ShapeTracker
+from .shapetracker import ShapeTracker, View
 from .expander import expand
 
 # %% auto #0
-__all__ = ['AXIS_COLORS', 'lowerer', 'cleanup', 'LOOP_ORDER', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt', 'KernelOpts',
-           'Kernel', 'axis_stride', 'linearize']
+__all__ = ['AXIS_COLORS', 'lowerer', 'cleanup', 'LOOP_ORDER', 'fold_views', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt',
+           'KernelOpts', 'Kernel', 'axis_stride', 'linearize']
 
 # %% ../nbs/06_linearize.ipynb #5a225959
 # tinygrad's colours for the kinds of axes, in kernel names (DEBUG=2) and in pictures
@@ -37,6 +37,39 @@ def _check_int32(st: ShapeTracker) -> None:
     if max((b(s)[1] for s in v.shape), default=0) > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
       raise NotImplementedError(f"a kernel over shape {st.shape} needs indices past 32 bits ({v.size()} elements, "
                                 f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
+
+def _starts(shape) -> set[int]:
+  "Where a row-major shape's axes start, in elements from the end: (2, 3, 4) -> {1, 4, 12, 24}."
+  return {prod(shape[i:]) for i in range(len(shape) + 1)}
+
+def fold_views(below: View, top: View) -> View | dict[int, tuple[int, ...]] | None:
+  """`top` reading the flat positions that `below` produces, as one View, where that is exact: `top` must walk its
+  moving axes like a permuted (and expanded) contiguous array of `below`'s size. If `below` can't be cut into those
+  axes, the splits of `top`'s axes that would let it ({axis: factors}), else None."""
+  if not all_int(below.shape + below.strides + top.shape + top.strides + (below.offset, top.offset)): return None
+  if top.mask is not None or top.offset != 0: return None
+  moving = sorted((a for a, (s, st) in enumerate(zip(top.shape, top.strides)) if s != 1 and st != 0), key=lambda a: -top.strides[a])
+  step = 1
+  for a in reversed(moving):
+    if top.strides[a] != step: return None
+    step *= top.shape[a]
+  if step != prod(below.shape): return None
+  sizes = tuple(top.shape[a] for a in moving)
+  if (merged := below.reshape(sizes)) is not None:
+    strides, mask = [0] * len(top.shape), [(0, s) for s in top.shape]
+    for pos, a in enumerate(moving):
+      strides[a] = merged.strides[pos]
+      if merged.mask is not None: mask[a] = merged.mask[pos]
+    return View.create(top.shape, tuple(strides), merged.offset, tuple(mask) if merged.mask is not None else None)
+  # `below` has axes that `top`'s moving axes straddle: cutting `top`'s axes where `below`'s start would do, if each
+  # start divides the next (then both shapes are coarser versions of one shape)
+  cuts = sorted(_starts(sizes) | _starts([s for s in below.shape if s != 1]))
+  if any(b % a for a, b in zip(cuts, cuts[1:])): return None
+  splits = {}
+  for pos, a in enumerate(moving):
+    inside = [c for c in cuts if prod(sizes[pos + 1:]) <= c <= prod(sizes[pos:])]
+    if len(inside) > 2: splits[a] = tuple(b // c for c, b in zip(inside, inside[1:]))[::-1]
+  return splits or None
 
 def _dim(s) -> str:
   "An axis size in a kernel's name: the number, or a symbolic size's expression (`i`, `(i*3)`)."
@@ -59,6 +92,7 @@ class KernelShape:
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[Opt] = []
     self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = 0
+    self.fold_views()
     # loops over the output's axes first, reduce axes last (their order among themselves unchanged)
     out, full = self.output_shape, self.full_shape
     self._permute([i for i in range(len(full)) if out[i] == full[i]] + [i for i in range(len(full)) if out[i] != full[i]])
@@ -102,6 +136,26 @@ class KernelShape:
     if only_if_free and any(len(new[k].views) != len(st.views) for k, st in self.sts.items()): return False
     self.sts = new
     return True
+
+  def fold_views(self) -> None:
+    """Turn each stack of views into one View where that is exact (`fold_views`), cutting loops into smaller ones
+    where that makes it so and costs no other view an extra View. One View has one stride per axis: opts can see
+    which axis reads consecutive elements, and an address is a sum of loop index times stride, no `//` or `%`."""
+    tried: set[ShapeTracker] = set()
+    while stacked := [(k, st) for k, st in self.sts.items() if len(st.views) >= 2 and k not in tried]:
+      k, st = stacked[0]
+      folded = fold_views(st.views[-2], st.views[-1])
+      if isinstance(folded, View):
+        self.sts[k] = ShapeTracker(st.views[:-2] + (folded,))
+        continue
+      if folded:
+        full = self.full_shape
+        # a view of size 1 along a loop that is cut (the output, along a reduce axis) gets 1s for every part
+        def cut(shape, folded=folded, full=full):
+          return tuple(x for a, s in enumerate(shape) for x in
+                       (((folded[a] if s == full[a] else (1,) * len(folded[a])) if a in folded else (s,))))
+        if self._reshape_all(cut, only_if_free=True): continue
+      tried.add(k)
 
   def simplify_shape(self) -> None:
     "Drop axes of size 1, then merge neighbouring axes of the same kind wherever every view allows it."
@@ -238,15 +292,18 @@ class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
     """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1) and fewest jump. The other upcast/unroll axes are unrolled into copies."""
+    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
+    # a reduce kernel stores once per output, after its loop: only the loads inside the loop count
+    views = [st for key, st in self.sts.items() if self.reduceop is None or key != self.output_st]
     for i in range(self.first_upcast, self.shape_len):
       if self.full_shape[i] not in self.opts.vector_widths: continue
-      strides = [axis_stride(st, i) for st in self.sts.values()]
-      # consecutive reads count for the axis, jumps (a gather: one load per lane) against it
+      strides = [axis_stride(st, i) for st in views]
+      # consecutive reads count for the axis, jumps (a gather: one load per lane) against it; on a tie the first
+      # upcast axis wins (the first opt applied: the vector a heuristic or search meant)
       score = strides.count(1) - sum(1 for s in strides if s not in (0, 1))
-      if strides.count(1) and (best is None or score >= best[0]): best = (score, i)
+      if strides.count(1) and (best is None or score > best[0]): best = (score, i)
     return None if best is None else best[1]
 
   def ranges(self) -> list[UOp]:
