@@ -110,6 +110,7 @@ bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for sma
 	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)
 	$(BIN)/python benchmarks/bench_cuda.py
 	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_gpt.py $(if $(QUICK),--quick)
 
 lint: setup ## ruff over the whole repo (config: ruff.toml)
 	$(BIN)/ruff check .

@@ -12,7 +12,7 @@ from .dtype import DType, dtypes
 
 # %% auto #0
 __all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
-           'pretty_print', 'ssimplify', 'smax', 'smin', 'sym_infer']
+           'pretty_print', 'ssimplify', 'smax', 'smin', 'sym_infer', 'resolve']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -202,7 +202,14 @@ class UOp(metaclass=UOpMetaClass):
   def __and__(self, x): return self.alu(Ops.AND, x)
   def __or__(self, x): return self.alu(Ops.OR, x)
   def lt(self, x) -> UOp: return self.alu(Ops.CMPLT, x)
+  def gt(self, x) -> UOp: return self.const_like(x).alu(Ops.CMPLT, self)
   def ge(self, x) -> UOp: return self.lt(x).logical_not()
+  def le(self, x) -> UOp: return self.gt(x).logical_not()
+  # `<` `>` `<=` `>=` build predicates, as in tinygrad; `==` and `!=` stay Python's identity (UOps are dict keys)
+  def __lt__(self, x): return self.lt(x)
+  def __gt__(self, x): return self.gt(x)
+  def __le__(self, x): return self.le(x)
+  def __ge__(self, x): return self.ge(x)
   def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, x)
   def logical_not(self) -> UOp: return self.ne(True)
   def where(self, x, y) -> UOp:
@@ -246,6 +253,13 @@ class UOp(metaclass=UOpMetaClass):
     return dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())
   @property
   def vmin(self): return self._min_max[0]
+  def __bool__(self) -> bool:
+    """A predicate in an `if`: decided by its bounds (`start_pos > 0` is True for every start_pos in [1, 63]), a
+    ValueError when they leave it open. Any other UOp is an object, truthy (tinygrad asserts a bool dtype)."""
+    if self.dtype != dtypes.bool: return True
+    lo, hi = (simple := self.simplify())._min_max
+    if lo != hi: raise ValueError(f"{simple.render()} can be False or True (its bounds are {lo}..{hi}): it can't decide an if")
+    return bool(lo)
   @property
   def vmax(self): return self._min_max[1]
 
@@ -363,3 +377,11 @@ def sym_infer(x: sint, var_vals: dict[UOp, int] | None = None) -> int:
   if free := [u.arg[0] for u in closed.toposort if u.op is Ops.DEFINE_VAR]:
     raise ValueError(f"{x.render()} has no value: variable {', '.join(free)} is not bound")
   return int(closed.sym_infer)
+
+# %% ../nbs/03_uop.ipynb #69699ff4
+def resolve(x, default: bool = True) -> bool:
+  "`bool(x)` for a plain value or a predicate its bounds decide; `default` where they don't (`n > 4` for n in [1, 10])."
+  if not isinstance(x, UOp): return bool(x)
+  if x.dtype != dtypes.bool: raise TypeError(f"resolve: needs a predicate (a bool UOp), got {x.dtype} {x.render()}")
+  lo, hi = x.simplify()._min_max
+  return bool(lo) if lo == hi else default

@@ -137,9 +137,10 @@ def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
     while var_vals.get(var, val) != val: var = UOp.variable(var.arg[0] + "_", var.arg[1], var.arg[2])
     var_vals[var] = val
     return var
-  for u in ast.toposort:
-    if u.op is Ops.VIEW and u.arg.vars(): sub[u] = u.replace(arg=u.arg.substitute({b: plain(b) for b in u.arg.vars()}))
-    elif u.op is Ops.CONST and isinstance(u.arg, UOp): sub[u] = u.replace(arg=plain(u.arg))
+  for u in ast.toposort:   # sources first: a symbolic constant's own VIEW (`Tensor.full((n, 4), n)`) is made plain too
+    src = tuple(sub.get(s, s) for s in u.src)
+    if u.op is Ops.VIEW and u.arg.vars(): sub[u] = u.replace(arg=u.arg.substitute({b: plain(b) for b in u.arg.vars()}), src=src)
+    elif u.op is Ops.CONST and isinstance(u.arg, UOp): sub[u] = u.replace(arg=plain(u.arg), src=src)
   return (ast.substitute(sub) if sub else ast), var_vals
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:

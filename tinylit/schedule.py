@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, prod
 from .ops import Ops, GroupOp
-from .ops import UOp
+from .ops import UOp, resolve
 from .shapetracker import ShapeTracker
 from .lazy import LazyBuffer, lazycache
 from .device import Buffer
@@ -38,9 +38,10 @@ class _ReshapeKernel(Exception):
   "Raised to restart building a kernel in the shape of the reduce it contains."
   def __init__(self, shape: tuple[int, ...]): self.shape = shape
 
-def _expansion(st: ShapeTracker) -> int:
-  "How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1)."
-  return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and s > 1)
+def _expansion(st: ShapeTracker):
+  """How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1). A
+  symbolic size (a KV cache's `start_pos+1`) counts unless its bounds say it is 1: the product is then symbolic too."""
+  return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and resolve(s > 1))
 
 class _OverlappingAssign(Exception):
   "Raised when an in-place write reads its own target anywhere but at the element it writes."
@@ -92,7 +93,7 @@ class KernelBuilder:
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base is not self.out and base.size >= 64 and _expansion(st) >= 4 and self.scheduler.costly(base):
+    if base is not self.out and resolve(base.size >= 64) and resolve(_expansion(st) >= 4) and self.scheduler.costly(base):
       # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
       # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
       # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from ..dtype import DType, DTypeError, dtypes, to_dtype
 from ..helpers import argfix, prod
-from ..ops import Ops
+from ..ops import Ops, UOp, ssimplify
 from ..lazy import LazyBuffer, _check_size
 from ..device import Device
 from . import ArgumentError, _check_shape
+from .movement import _check_sints
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
 # %% auto #0
@@ -32,9 +33,13 @@ class CreationMixin:
   @classmethod
   def full(cls, shape, fill_value, **kwargs) -> Tensor:
     """`fill_value` everywhere: one constant, expanded (no memory until something is computed from it, or it is
-    realized or written). A tensor of its own, not a view of the scalar it was expanded from."""
-    shape = _check_shape(argfix(shape), "full")
-    dtype = kwargs.pop("dtype", None) or dtypes.from_py(fill_value)
+    realized or written). A tensor of its own, not a view of the scalar it was expanded from. A size may be a bound
+    Variable (`Tensor.ones(start_pos + 1, 4)`): the expand is a view, so any length costs nothing."""
+    shape = argfix(shape)
+    if any(isinstance(s, UOp) for s in shape):
+      shape = tuple(s if isinstance(s, UOp) else _check_shape((s,), "full")[0] for s in _check_sints(shape, "full", "shape"))
+    else: shape = _check_shape(shape, "full")
+    dtype = kwargs.pop("dtype", None) or (fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value))
     ret = cls(cls(fill_value, dtype=dtype, device=kwargs.get("device")).reshape((1,) * len(shape)).expand(shape).lazydata)
     ret.requires_grad = kwargs.get("requires_grad")
     return ret
@@ -44,12 +49,26 @@ class CreationMixin:
   def ones(cls, *shape, **kwargs) -> Tensor: return cls.full(argfix(*shape), 1.0, **kwargs)
   @classmethod
   def arange(cls, start, stop=None, step=1, **kwargs) -> Tensor:
-    "Evenly spaced values in [start, stop), like Python's range; ints give int32, floats float32."
+    """Evenly spaced values in [start, stop), like Python's range; ints give int32, floats float32. `start` and `stop`
+    may be bound Variables (`Tensor.arange(start_pos, start_pos + 1)`: the positions of a KV cache's new tokens)."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ArgumentError("arange: step must not be 0")
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    if isinstance(start, UOp) or isinstance(stop, UOp): return cls._symbolic_arange(start, stop, step, dtype, **kwargs)
     if all(math.isfinite(x) for x in (start, stop, step)): _check_size((max(0, math.ceil((stop - start) / step)),), "arange")
     return cls(np.arange(start, stop, step).astype(to_dtype(dtype).np), **kwargs)
+  @classmethod
+  def _symbolic_arange(cls, start, stop, step, dtype, **kwargs) -> Tensor:
+    """arange with a Variable in it: 0, 1, 2... (a shrunk view of the longest such range when the length itself is
+    symbolic), times `step`, plus `start`, a scalar the kernel takes as an argument."""
+    if not isinstance(step, int): raise ArgumentError(f"arange: a symbolic start or stop needs an int step, got {step!r}")
+    _check_sints(tuple(x for x in (start, stop) if isinstance(x, UOp)), "arange", "bounds")
+    length = ssimplify((stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step)
+    if isinstance(length, UOp) and length.vmin < 0:
+      raise ArgumentError(f"arange: its length {length.render()} can be negative for some values of its variables")
+    count = cls.arange(length, dtype=dtype, **kwargs) if isinstance(length, int) else \
+      cls.arange(length.vmax, dtype=dtype, **kwargs).shrink(((0, length),))
+    return (count * step + start).cast(dtype) if step != 1 else (count + start).cast(dtype)
   @classmethod
   def linspace(cls, start, stop, steps: int, **kwargs) -> Tensor:
     "`steps` evenly spaced values from start to stop, both included (float32 unless a dtype is given)."

@@ -81,10 +81,10 @@ class ShapeMethods:
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad each axis: one (before, after) per axis (None: none), or torch's flat form (left, right, top, bottom, ...)
     that starts at the last axis. Negative amounts crop. `mode` is "constant" (filled with `value`), "reflect",
-    "replicate" or "circular", as in torch."""
+    "replicate" or "circular", as in torch. An amount may be symbolic, in either form (`(0, 0, 0, 64 - n)`)."""
     if mode not in ("constant", "reflect", "replicate", "circular"):
       raise NotImplementedError(f"pad: mode {mode!r} is not supported (use 'constant', 'reflect', 'replicate' or 'circular')")
-    if all(isinstance(p, (int, np.integer)) for p in padding):
+    if all(isinstance(p, (int, np.integer, UOp)) for p in padding):   # the flat form: amounts, not pairs
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ArgumentError(f"pad: flat padding {padding} doesn't fit shape {self.shape}")
       pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
       padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs

@@ -1,0 +1,200 @@
+"""Chapter 12's char-level GPT against torch (eager, the same model with the same weights), measured in one run.
+
+  python benchmarks/bench_gpt.py                 # the issue's model: 4 layers, 4 heads, width 128, context 64, batch 32
+  python benchmarks/bench_gpt.py --quick         # a small model, for a quick look
+  python benchmarks/bench_gpt.py --device CL
+
+Prints: the first training step from an empty compile cache (a fresh process with a fresh TINYLIT_CACHE: compiling
+every kernel included); the jitted AdamW training step against torch's eager step (median of the timed steps, after
+warm-up) and their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own;
+and the per-kernel profile of one jitted step (every kernel timed on its own), heaviest first, so the next
+bottleneck is visible. The model is tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80
+characters and the data random tokens (speed doesn't depend on the values).
+"""
+import argparse, os, re, statistics, subprocess, sys, tempfile, textwrap, time
+
+import numpy as np
+import torch
+import torch.nn.functional as TF
+
+from tinylit import Tensor, TinyJit, nn
+from tinylit.models.gpt import GPT, Generator, GPTConfig
+from tinylit.nn.state import get_parameters, get_state_dict
+from tinylit.ops import sym_infer
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+# ---- the same model in torch, module names matching tinylit's state dict
+class TorchBlock(torch.nn.Module):
+  def __init__(self, cfg: GPTConfig):
+    super().__init__()
+    self.cfg = cfg
+    self.ln_1, self.ln_2 = torch.nn.LayerNorm(cfg.dim, eps=cfg.norm_eps), torch.nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
+    self.attn = torch.nn.Module()
+    self.attn.c_attn, self.attn.c_proj = torch.nn.Linear(cfg.dim, 3 * cfg.dim), torch.nn.Linear(cfg.dim, cfg.dim)
+    self.mlp = torch.nn.Module()
+    self.mlp.c_fc, self.mlp.c_proj = torch.nn.Linear(cfg.dim, 4 * cfg.dim), torch.nn.Linear(4 * cfg.dim, cfg.dim)
+  def attention(self, x, start_pos, cache):
+    bsz, seqlen, dim = x.shape
+    q, k, v = self.attn.c_attn(x).view(bsz, seqlen, 3, self.cfg.n_heads, self.cfg.head_dim).unbind(2)
+    mask = None
+    if cache is not None:
+      cache[:, :, start_pos:start_pos + seqlen] = torch.stack([k, v])
+      k, v = cache[0, :, :start_pos + seqlen], cache[1, :, :start_pos + seqlen]
+      if seqlen > 1: mask = torch.ones(seqlen, start_pos + seqlen, dtype=torch.bool).tril(start_pos)
+    out = TF.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                          is_causal=cache is None)
+    return self.attn.c_proj(out.transpose(1, 2).reshape(bsz, seqlen, dim))
+  def forward(self, x, start_pos=0, cache=None):
+    h = x + self.attention(self.ln_1(x), start_pos, cache)
+    return h + self.mlp.c_proj(TF.gelu(self.mlp.c_fc(self.ln_2(h)), approximate="tanh"))
+
+
+class TorchGPT(torch.nn.Module):
+  def __init__(self, cfg: GPTConfig):
+    super().__init__()
+    self.cfg = cfg
+    self.wte, self.wpe = torch.nn.Embedding(cfg.vocab_size, cfg.dim), torch.nn.Embedding(cfg.max_context, cfg.dim)
+    self.h = torch.nn.ModuleList([TorchBlock(cfg) for _ in range(cfg.n_layers)])
+    self.ln_f = torch.nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
+    self.lm_head = torch.nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+  def forward(self, tokens, start_pos=0, caches=None):
+    x = self.wte(tokens) + self.wpe(torch.arange(start_pos, start_pos + tokens.shape[1]))
+    for i, block in enumerate(self.h): x = block(x, start_pos, None if caches is None else caches[i])
+    return self.lm_head(self.ln_f(x))
+
+
+def torch_generate(model: TorchGPT, prompt: list[int], n: int, temperature: float, top_k: int) -> list[int]:
+  "The same loop as tinylit's Generator: the prompt at 0, then one token per step through a KV cache."
+  c = model.cfg
+  caches = [torch.zeros(2, 1, c.max_context, c.n_heads, c.head_dim) for _ in range(c.n_layers)]
+  out, start_pos, pending = list(prompt), 0, list(prompt)
+  with torch.no_grad():
+    for _ in range(n):
+      if start_pos + len(pending) > c.max_context: start_pos, pending = 0, out[-(c.max_context // 2):]
+      logits = model(torch.tensor([pending]), start_pos, caches)[:, -1, :] / temperature
+      kth = logits.topk(top_k, dim=-1).values[:, -1:]
+      token = int(torch.multinomial(logits.masked_fill(logits < kth, float("-inf")).softmax(-1), 1))
+      start_pos, pending = start_pos + len(pending), [token]
+      out.append(token)
+  return out
+
+
+# ---- tinylit
+def tinylit_training(cfg: GPTConfig, bs: int, device: str):
+  Tensor.manual_seed(0)
+  model = GPT(cfg)
+  params = get_parameters(model)
+  for p in params: p.to_(device)
+  params[0].realize(*params[1:])
+  opt = nn.optim.AdamW(params, lr=1e-3)
+  @TinyJit
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+    return loss
+  return model, step
+
+
+def batches(cfg: GPTConfig, bs: int, n: int) -> list[np.ndarray]:
+  rng = np.random.default_rng(0)
+  return [rng.integers(0, cfg.vocab_size, (bs, cfg.max_context + 1)).astype(np.int32) for _ in range(n)]
+
+
+FIRST_STEP = textwrap.dedent("""
+  import sys, time
+  sys.path.insert(0, {bench_dir!r})
+  from bench_gpt import tinylit_training, batches, GPTConfig
+  from tinylit import Tensor
+  cfg = GPTConfig(**{cfg!r})
+  model, step = tinylit_training(cfg, {bs}, {device!r})
+  (d,) = batches(cfg, {bs}, 1)
+  x, y = Tensor(d[:, :-1], device={device!r}), Tensor(d[:, 1:], device={device!r})
+  t0 = time.perf_counter(); step(x, y).item(); print(time.perf_counter() - t0)
+""")
+
+
+def first_step_seconds(cfg: GPTConfig, bs: int, device: str) -> float:
+  "The first jitted step in a fresh process with an empty compile cache: every kernel compiled."
+  with tempfile.TemporaryDirectory() as cache:
+    script = FIRST_STEP.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), cfg=cfg.__dict__, bs=bs, device=device)
+    r = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TINYLIT_CACHE": cache}, capture_output=True, text=True)
+    if r.returncode: raise RuntimeError(f"the first-step process failed:\n{r.stderr[-2000:]}")
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--device", default="CPU")
+  ap.add_argument("--quick", action="store_true", help="a small model (2 layers, width 64, context 32, batch 8)")
+  ap.add_argument("--steps", type=int, default=10, help="timed training steps (after warm-up)")
+  ap.add_argument("--tokens", type=int, default=60, help="generated tokens per timed generation")
+  ap.add_argument("--top", type=int, default=12, help="kernels in the profile")
+  args = ap.parse_args()
+  cfg = GPTConfig(vocab_size=80, n_layers=2, n_heads=4, dim=64, max_context=32) if args.quick else GPTConfig(vocab_size=80)
+  bs = 8 if args.quick else 32
+  print(f"GPT: {cfg.n_layers} layers, {cfg.n_heads} heads, width {cfg.dim}, context {cfg.max_context}, "
+        f"vocabulary {cfg.vocab_size}, batch {bs}, AdamW; tinylit on {args.device}, torch {torch.__version__} eager on "
+        f"{torch.get_num_threads()} threads")
+
+  first = first_step_seconds(cfg, bs, args.device)
+  print(f"{'first training step, empty compile cache':46s} {first:9.2f} s   (bar: under 15 s)")
+
+  model, step = tinylit_training(cfg, bs, args.device)
+  tmodel = TorchGPT(cfg)
+  tmodel.load_state_dict({k: torch.tensor(v.numpy()) for k, v in get_state_dict(model).items()})
+  topt = torch.optim.AdamW(tmodel.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.01)
+  data = batches(cfg, bs, 3 + args.steps)
+
+  def tinylit_step(d):
+    return step(Tensor(d[:, :-1], device=args.device), Tensor(d[:, 1:], device=args.device)).item()
+  def torch_step(d):
+    topt.zero_grad()
+    logits = tmodel(torch.from_numpy(d[:, :-1]).long())
+    loss = TF.cross_entropy(logits.reshape(-1, cfg.vocab_size), torch.from_numpy(d[:, 1:]).long().reshape(-1))
+    loss.backward()
+    topt.step()
+    return loss.item()
+  losses = (tinylit_step(data[0]), torch_step(data[0]))
+  print(f"{'first loss (the same weights and batch)':46s} tinylit {losses[0]:.4f}, torch {losses[1]:.4f}")
+  times = {}
+  for name, fn in (("tinylit", tinylit_step), ("torch", torch_step)):
+    for d in data[1:3]: fn(d)   # warm-up: tinylit's jit captures on its second call
+    secs = []
+    for d in data[3:]:
+      t0 = time.perf_counter(); fn(d); secs.append(time.perf_counter() - t0)
+    times[name] = statistics.median(secs)
+  print(f"{'training step (median), tinylit TinyJit':46s} {times['tinylit'] * 1e3:9.1f} ms")
+  print(f"{'training step (median), torch eager':46s} {times['torch'] * 1e3:9.1f} ms")
+  print(f"{'  tinylit / torch':46s} {times['tinylit'] / times['torch']:9.2f}x   (bar: 2x; stretch: under 1x)")
+
+  gen = Generator(model)
+  gen.generate([0], args.tokens, temperature=1.0, top_k=10)   # warm-up: compiles the prompt and the jitted step
+  t0 = time.perf_counter(); gen.generate([0], args.tokens, temperature=1.0, top_k=10); tl = time.perf_counter() - t0
+  torch_generate(tmodel, [0], args.tokens, 1.0, 10)
+  t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); tt = time.perf_counter() - t0
+  print(f"{'generation with a KV cache, tinylit':46s} {args.tokens / tl:9.1f} tokens/s")
+  print(f"{'generation with a KV cache, torch':46s} {args.tokens / tt:9.1f} tokens/s")
+  print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x")
+
+  profile = []
+  for ei in step.jit_cache:
+    secs = min(ei.run(jit=True) for _ in range(3))
+    flops = sym_infer(ei.prg.op_estimate, ei.var_vals)
+    opts = getattr(getattr(ei.prg, "p", None), "applied_opts", [])
+    profile.append((secs, ANSI.sub("", ei.prg.display_name), flops, opts))
+  profile.sort(key=lambda r: -r[0])
+  total = sum(r[0] for r in profile)
+  print(f"\none jitted step: {len(profile)} kernels, {total * 1e3:.1f} ms of kernel time; the heaviest:")
+  print(f"  {'kernel':28s} {'ms':>8s} {'share':>6s} {'GFLOPS':>8s}  opts")
+  for secs, name, flops, opts in profile[:args.top]:
+    print(f"  {name:28s} {secs * 1e3:8.2f} {secs / total:6.1%} {flops / secs / 1e9:8.2f}  "
+          f"{', '.join(f'{o.op.name}({o.axis},{o.amt})' for o in opts) or '-'}")
+
+
+if __name__ == "__main__":
+  main()
