@@ -12,7 +12,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DType', 'dtypes', 'least_upper_dtype',
            'least_upper_float', 'sum_acc_dtype', 'DTypeError', 'to_dtype', 'bf16_to_float', 'float_to_bf16',
-           'truncate_bf16']
+           'truncate_fp16', 'truncate_bf16']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 @dataclass(frozen=True, order=True)
@@ -184,6 +184,10 @@ def float_to_bf16(x) -> np.ndarray:
   u = np.array(x, dtype=np.float32).view(np.uint32).astype(np.uint64)   # a copy: contiguous, and 0-d stays 0-d
   nan = (u & 0x7fffffff) > 0x7f800000
   return np.where(nan, (u >> 16) | 0x40, (u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+def truncate_fp16(x) -> float:
+  "Round a value to the nearest float16 (±inf past its range), as tinygrad's helper of that name."
+  with np.errstate(over="ignore"): return float(np.float16(x))
 
 def truncate_bf16(x) -> np.ndarray:
   "Round float values to the nearest bfloat16, kept as float32."

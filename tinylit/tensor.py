@@ -295,6 +295,10 @@ def flatten_deep(data) -> list:
   return [y for x in data for y in flatten_deep(x)] if isinstance(data, (list, tuple)) else [data]
 
 # %% ../nbs/01_tensor.ipynb #9e0098ce
+def _to_np_dtype(dtype: DType) -> type | None:
+  "tinygrad's name: the numpy type of a dtype, None for bfloat16 (numpy has none)."
+  return dtype.np if dtype.fmt is not None else None
+
 def _from_np(x: np.ndarray, device: str, dtype: DType | None = None) -> LazyBuffer:
   "Copy a numpy array into a new device buffer (of `dtype`, else the array's; a bfloat16's values are rounded to it)."
   if dtype == dtypes.bfloat16: x = float_to_bf16(x)
