@@ -10,11 +10,16 @@ from typing import Final
 import numpy as np
 
 # %% auto #0
-__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DType', 'dtypes', 'least_upper_dtype',
-           'least_upper_float', 'sum_acc_dtype', 'DTypeError', 'to_dtype', 'bf16_to_float', 'float_to_bf16',
+__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'DType', 'dtypes',
+           'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype', 'bf16_to_float', 'float_to_bf16',
            'truncate_fp16', 'truncate_bf16']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
+# (defined here, first, because `dtypes` raises it; chapter section "to_dtype" below says why it is three errors at once)
+class DTypeError(TypeError, RuntimeError, AttributeError):
+  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
+  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
+
 @dataclass(frozen=True, order=True)
 class DType:
   """A scalar type: its rank in promotion order, size in bytes, C name and struct-module format. With `count > 1`,
@@ -81,7 +86,7 @@ class dtypes:
         if dtypes.min(dt) <= x <= dtypes.max(dt): return dt
       raise OverflowError(f"Python int {x} doesn't fit in any dtype (the largest is uint64)")
     if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
-    raise TypeError(f"could not infer dtype of {x!r} ({type(x).__name__})")
+    raise DTypeError(f"could not infer dtype of {x!r} ({type(x).__name__})")   # a TypeError and a RuntimeError
   @staticmethod
   def from_np(x) -> DType:
     "The DType of a numpy dtype; complex, object, string... have none, which is a TypeError naming them."
@@ -157,10 +162,6 @@ def sum_acc_dtype(dt: DType) -> DType:
   return least_upper_dtype(dt, dtypes.float32)
 
 # %% ../nbs/01a_dtype.ipynb #95a4c0d8
-class DTypeError(TypeError, RuntimeError, AttributeError):
-  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
-  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
-
 def to_dtype(x) -> DType:
   "Accept a DType, a tinygrad-style name ('float32') or a numpy dtype."
   if isinstance(x, DType): return x
