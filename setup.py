@@ -62,6 +62,7 @@ setuptools.setup(
         "test": test_requirements,
         "docs": docs_requirements,
         "cuda": reqs("cuda_requirements"),
+        "ci": reqs("ci_requirements"),
         # everything a course author needs: the course tools, the tests and the docs site
         "dev": reqs("dev_requirements") + test_requirements + docs_requirements,
     },

@@ -4,17 +4,17 @@
 
 # %% ../nbs/08_runtime.ipynb #8e2eaa1e
 from __future__ import annotations
-import functools, hashlib, importlib, os, pkgutil, tempfile, time
+import ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
 from typing import TYPE_CHECKING, Any
 import numpy as np
-from .dtype import DType
+from .dtype import DType, dtypes
 from .helpers import cache_dir, getenv
 if TYPE_CHECKING:   # names for type hints only: a kernel's UOps and ProgramSpec come from layers above this one
   from tinylit.ops import UOp
   from tinylit.renderer import ProgramSpec
 
 # %% auto #0
-__all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'Compiled', 'launch']
+__all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'Compiled', 'is_dtype_supported', 'launch']
 
 # %% ../nbs/08_runtime.ipynb #1b0eaab7
 class GlobalCounters:
@@ -49,6 +49,11 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None:
     np.copyto(np.frombuffer(dest, dtype=np.uint8), src[:dest.nbytes])
   def pointer(self, opaque: Any) -> int: return opaque.ctypes.data
+  def from_address(self, ptr: int, nbytes: int) -> Any:
+    "Host memory someone else owns, at address `ptr`, as a block of this allocator's (numpy over it, no copy)."
+    if type(self).alloc is not Allocator.alloc:   # a GPU's memory is not at a host address
+      raise NotImplementedError(f"{type(self).__name__}: a buffer at a host address is only for devices whose memory is host memory (CPU, PYTHON)")
+    return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))
 
 # %% ../nbs/08_runtime.ipynb #44cbfb99
 class Buffer:
@@ -65,16 +70,19 @@ class Buffer:
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
   def is_allocated(self) -> bool: return self._buf is not None
-  def allocate(self) -> Buffer:
+  def allocate(self, external_ptr: int | None = None) -> Buffer:
+    "Take memory; with `external_ptr`, use the memory at that address instead, which stays its owner's (`Tensor.from_blob`)."
     if self._buf is None:
       self.allocator = Device[self.device].allocator
-      if self._base is not None: self._buf = self.allocator.view(self._base.allocate()._buf, self.nbytes)
+      if external_ptr is not None: self._buf, self._external = self.allocator.from_address(external_ptr, self.nbytes), True
+      elif self._base is not None: self._buf = self.allocator.view(self._base.allocate()._buf, self.nbytes)
       else:
         self._buf = self.allocator.alloc(self.nbytes)
         GlobalCounters.track_mem(self.device, self.nbytes)
     return self
   def __del__(self):
-    if getattr(self, "_buf", None) is not None and self._base is None:   # a view gives back nothing: its base does
+    # a view gives back nothing (its base does), nor does memory someone else owns
+    if getattr(self, "_buf", None) is not None and self._base is None and not getattr(self, "_external", False):
       GlobalCounters.track_mem(self.device, -self.nbytes)
       self.allocator.free(self._buf, self.nbytes)
   def copyin(self, mv: memoryview) -> Buffer:
@@ -86,8 +94,8 @@ class Buffer:
     self.allocate().allocator.copyout(memoryview(mv).cast("B"), self._buf)
     return mv
   def numpy(self) -> np.ndarray:
-    "A copy of the contents as a flat numpy array."
-    out = np.empty(self.size, dtype=self.dtype.np)
+    "A copy of the contents as a flat numpy array (of bfloat16, its bit patterns as uint16: numpy has no bfloat16)."
+    out = np.empty(self.size, dtype=self.dtype.np_storage)
     if self.size: self.copyout(memoryview(out))
     return out
   def __repr__(self):
@@ -130,9 +138,12 @@ class _Device:
     "Every backend, named by its module: tinylit/runtime/ops_cpu.py is CPU, ops_python.py is PYTHON."
     runtime = importlib.import_module("tinylit.runtime")
     return sorted(m.name[len("ops_"):].upper() for m in pkgutil.iter_modules(runtime.__path__) if m.name.startswith("ops_"))
+  # tinygrad v0.10's names for two of these devices: its C backend was CLANG, its OpenCL one GPU
+  ALIASES = {"CLANG": "CPU", "GPU": "CL"}
   def canonicalize(self, device: str | None) -> str:
     if device is None: return self.DEFAULT
     name = device.split(":")[0].upper()
+    name = self.ALIASES.get(name, name)
     if name not in self._devices: raise ValueError(f"unknown device {device!r}; tinylit has {', '.join(self._devices)}")
     return name
   def __getitem__(self, device: str) -> Compiled: return self._open(self.canonicalize(device))
@@ -144,11 +155,23 @@ class _Device:
     return next(v for k, v in vars(module).items() if k.lower() == f"{name.lower()}device")(name)
   @functools.cached_property
   def DEFAULT(self) -> str:
-    "The device from the `DEV` environment variable, else CPU."
-    return self.canonicalize(os.getenv("DEV", "CPU"))
+    "The device from the `DEV` environment variable, else the one set to 1 as tinygrad reads it (`CLANG=1`), else CPU."
+    if (dev := os.getenv("DEV")): return self.canonicalize(dev)
+    return self.canonicalize(next((d for d in [*self._devices, *self.ALIASES] if os.getenv(d) == "1"), "CPU"))
+  @property
+  def default(self) -> Compiled:
+    "The default device itself (its allocator, renderer, compiler), opened if needed."
+    return self[self.DEFAULT]
 
 # %% ../nbs/08_runtime.ipynb #69aa499d
 Device = _Device()
+
+# %% ../nbs/08_runtime.ipynb #fdbfc860
+def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
+  "Can `device` (default: the default device) compute in `dtype`?"
+  device = Device.canonicalize(device)
+  if device == "CL" and dtype == dtypes.float16: return "cl_khr_fp16" in Device["CL"].ctx.devices[0].extensions
+  return True
 
 # %% ../nbs/08_runtime.ipynb #5e7a1a02
 def launch(p: ProgramSpec, prg: Any, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:

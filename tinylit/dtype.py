@@ -4,16 +4,22 @@
 
 # %% ../nbs/01a_dtype.ipynb #a9344a30
 from __future__ import annotations
-import functools, math
+import functools, math, os
 from dataclasses import dataclass
 from typing import Final
 import numpy as np
 
 # %% auto #0
-__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DType', 'dtypes', 'least_upper_dtype',
-           'least_upper_float', 'sum_acc_dtype', 'DTypeError', 'to_dtype']
+__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'DType', 'dtypes',
+           'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype', 'bf16_to_float', 'float_to_bf16',
+           'truncate_fp16', 'truncate_bf16']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
+# (defined here, first, because `dtypes` raises it; chapter section "to_dtype" below says why it is three errors at once)
+class DTypeError(TypeError, RuntimeError, AttributeError):
+  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
+  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
+
 @dataclass(frozen=True, order=True)
 class DType:
   """A scalar type: its rank in promotion order, size in bytes, C name and struct-module format. With `count > 1`,
@@ -25,7 +31,13 @@ class DType:
   count: int = 1
   def __repr__(self): return f"dtypes.{INVERSE_DTYPES_DICT[self.scalar().name]}" + (f".vec({self.count})" if self.count > 1 else "")
   @property
-  def np(self) -> type: return np.dtype(self.fmt).type  # the numpy scalar type
+  def np(self) -> type:
+    "The numpy scalar type of a value on the host. numpy has no bfloat16: its values are float32s there."
+    return np.dtype(fmt).type if (fmt := self.scalar().fmt) is not None else np.float32
+  @property
+  def np_storage(self) -> type:
+    "The numpy type of the bytes in memory: bfloat16's are uint16 bit patterns (its top 16 bits of a float32)."
+    return np.uint16 if self.scalar().fmt is None else self.np
   def vec(self, sz: int) -> DType:
     "`sz` of this scalar side by side, as one value."
     if self.count != 1: raise ValueError(f"{self} is already a vector")
@@ -47,8 +59,10 @@ class dtypes:
   int64: Final = DType(7, 8, "long", "q")
   uint64: Final = DType(8, 8, "unsigned long", "Q")
   float16: Final = DType(9, 2, "half", "e")
-  float32: Final = DType(10, 4, "float", "f")
-  float64: Final = DType(11, 8, "double", "d")
+  # bfloat16 ranks above float16, so int64 + uint64 (which meet in both) is float16, as in tinygrad
+  bfloat16: Final = DType(10, 2, "__bf16", None)
+  float32: Final = DType(11, 4, "float", "f")
+  float64: Final = DType(12, 8, "double", "d")
   # aliases, as in tinygrad
   half, float, double = float16, float32, float64
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
@@ -56,7 +70,7 @@ class dtypes:
   default_int: DType = int32
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar() in (dtypes.float16, dtypes.float32, dtypes.float64)
+  def is_float(x: DType) -> bool: return x.scalar() in dtypes.floats
   @staticmethod
   def is_int(x: DType) -> bool: return x.scalar() in dtypes.ints
   @staticmethod
@@ -72,7 +86,7 @@ class dtypes:
         if dtypes.min(dt) <= x <= dtypes.max(dt): return dt
       raise OverflowError(f"Python int {x} doesn't fit in any dtype (the largest is uint64)")
     if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
-    raise TypeError(f"could not infer dtype of {x!r} ({type(x).__name__})")
+    raise DTypeError(f"could not infer dtype of {x!r} ({type(x).__name__})")   # a TypeError and a RuntimeError
   @staticmethod
   def from_np(x) -> DType:
     "The DType of a numpy dtype; complex, object, string... have none, which is a TypeError naming them."
@@ -82,6 +96,7 @@ class dtypes:
   def as_const(val, dtype: DType):
     "Cast a Python value to what a constant of `dtype` holds (wrapping ints like C does)."
     # a float constant holds what the dtype can: 0.1 as a float32 is 0.10000000149011612, and a cast must see that
+    if dtype == dtypes.bfloat16: return float(truncate_bf16(val))
     if dtypes.is_float(dtype): return float(np.array(val, dtype=dtype.np)) if dtype != dtypes.float64 else float(val)
     if dtype == dtypes.bool: return bool(val)
     if isinstance(val, float) and (math.isnan(val) or math.isinf(val)): return 0
@@ -95,24 +110,33 @@ class dtypes:
   def max(dtype: DType):
     if dtypes.is_int(dtype): return 2**(8*dtype.itemsize - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
     return True if dtype == dtypes.bool else math.inf
+  @staticmethod
+  def finfo(dtype: DType) -> tuple[int, int]:
+    "A float's (exponent bits, mantissa bits)."
+    if not dtypes.is_float(dtype): raise ValueError(f"finfo: {dtype} is not a floating point type")
+    return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dtype]
+  @staticmethod
+  def fields() -> dict[str, DType]:
+    "Every dtype by its canonical name."
+    return DTYPES_DICT
 
 # %% ../nbs/01a_dtype.ipynb #b25df7b7
 dtypes.ints = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
-dtypes.floats = (dtypes.float16, dtypes.float32, dtypes.float64)
+dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 DTYPES_DICT = {k: v for k, v in dtypes.__dict__.items() if isinstance(v, DType) and not k.startswith("default")
                and k not in ("half", "float", "double", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong")}
 INVERSE_DTYPES_DICT = {v.name: k for k, v in DTYPES_DICT.items()}
-INVERSE_NP = {np.dtype(v.fmt): k for k, v in DTYPES_DICT.items()}
+INVERSE_NP = {np.dtype(v.fmt): k for k, v in DTYPES_DICT.items() if v.fmt is not None}
 _SCALAR_OF_PRIORITY = {v.priority: v for v in DTYPES_DICT.values()}
 
 # %% ../nbs/01a_dtype.ipynb #0d8cffc8
 # The promotion lattice: an edge a -> b means "a converts to b without losing anything you care about".
 promo_lattice: dict[DType, list[DType]] = {
   dtypes.bool: [dtypes.int8, dtypes.uint8], dtypes.int8: [dtypes.int16], dtypes.int16: [dtypes.int32],
-  dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16], dtypes.uint8: [dtypes.int16, dtypes.uint16],
+  dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16, dtypes.bfloat16], dtypes.uint8: [dtypes.int16, dtypes.uint16],
   dtypes.uint16: [dtypes.int32, dtypes.uint32], dtypes.uint32: [dtypes.int64, dtypes.uint64],
-  dtypes.uint64: [dtypes.float16], dtypes.float16: [dtypes.float32], dtypes.float32: [dtypes.float64],
-  dtypes.float64: []}
+  dtypes.uint64: [dtypes.float16, dtypes.bfloat16], dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32],
+  dtypes.float32: [dtypes.float64], dtypes.float64: []}
 
 # %% ../nbs/01a_dtype.ipynb #00ca63fd
 @functools.cache
@@ -138,14 +162,34 @@ def sum_acc_dtype(dt: DType) -> DType:
   return least_upper_dtype(dt, dtypes.float32)
 
 # %% ../nbs/01a_dtype.ipynb #95a4c0d8
-class DTypeError(TypeError, RuntimeError, AttributeError):
-  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
-  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
-
 def to_dtype(x) -> DType:
   "Accept a DType, a tinygrad-style name ('float32') or a numpy dtype."
   if isinstance(x, DType): return x
-  if isinstance(x, str) and x in DTYPES_DICT: return DTYPES_DICT[x]
+  if isinstance(x, str) and isinstance(getattr(dtypes, x, None), DType): return getattr(dtypes, x)  # aliases too
   if x is None or isinstance(x, str): raise DTypeError(f"unknown dtype {x!r}")  # numpy would read None as float64
   try: return dtypes.from_np(x)
   except (TypeError, KeyError): raise DTypeError(f"unknown dtype {x!r}") from None
+
+# %% ../nbs/01a_dtype.ipynb #d950a6a3
+if (_env_default_float := os.getenv("DEFAULT_FLOAT", "")):
+  dtypes.default_float = to_dtype(_env_default_float.lower())
+  if not dtypes.is_float(dtypes.default_float): raise DTypeError(f"DEFAULT_FLOAT={_env_default_float} is not a float dtype")
+
+# %% ../nbs/01a_dtype.ipynb #b331e8a3
+def bf16_to_float(bits) -> np.ndarray:
+  "bfloat16 bit patterns (uint16) to the float32s they are."
+  return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+def float_to_bf16(x) -> np.ndarray:
+  "float32 values to bfloat16 bit patterns (uint16), rounded to nearest even."
+  u = np.array(x, dtype=np.float32).view(np.uint32).astype(np.uint64)   # a copy: contiguous, and 0-d stays 0-d
+  nan = (u & 0x7fffffff) > 0x7f800000
+  return np.where(nan, (u >> 16) | 0x40, (u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+def truncate_fp16(x) -> float:
+  "Round a value to the nearest float16 (±inf past its range), as tinygrad's helper of that name."
+  with np.errstate(over="ignore"): return float(np.float16(x))
+
+def truncate_bf16(x) -> np.ndarray:
+  "Round float values to the nearest bfloat16, kept as float32."
+  return bf16_to_float(float_to_bf16(x))

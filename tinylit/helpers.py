@@ -4,12 +4,13 @@
 
 # %% ../nbs/08c_helpers.ipynb #8e8fe1b0
 from __future__ import annotations
-import contextlib, functools, math, os, sys
+import contextlib, ctypes, functools, math, os, sys
 from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
-__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple',
-           'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen', 'to_function_name', 'cache_dir']
+__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'CAPTURING', 'WINO', 'FUSE_ARANGE', 'CI', 'prod', 'argfix',
+           'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen',
+           'to_function_name', 'mv_address', 'cache_dir']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -66,17 +67,21 @@ class ContextVar:
 
 # %% ../nbs/08c_helpers.ipynb #fb83e5bb
 DEBUG, NOOPT, JIT, BEAM = ContextVar("DEBUG", 0), ContextVar("NOOPT", 0), ContextVar("JIT", 1), ContextVar("BEAM", 0)
-NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)
+NO_MEMORY_PLANNER, CAPTURING = ContextVar("NO_MEMORY_PLANNER", 0), ContextVar("CAPTURING", 1)
+WINO, FUSE_ARANGE = ContextVar("WINO", 0), ContextVar("FUSE_ARANGE", 0)   # accepted for tinygrad's code: see above
+CI = os.getenv("CI", "") != ""
 
 # %% ../nbs/08c_helpers.ipynb #ac271f14
-@contextlib.contextmanager
-def Context(**kwargs):
-  "Temporarily set context variables: `with Context(DEBUG=4): ...`."
-  old = {k: ContextVar._cache[k].value for k in kwargs}
-  for k, v in kwargs.items(): ContextVar._cache[k].value = v
-  try: yield
-  finally:
-    for k, v in old.items(): ContextVar._cache[k].value = v
+class Context(contextlib.ContextDecorator):
+  "Temporarily set context variables: `with Context(DEBUG=4): ...`; reusable, and a function decorator too."
+  def __init__(self, **kwargs): self.kwargs, self.saved = kwargs, []
+  def __enter__(self):
+    if unknown := [k for k in self.kwargs if k not in ContextVar._cache]:
+      raise KeyError(f"Context: no context variable named {', '.join(unknown)}; known: {', '.join(sorted(ContextVar._cache))}")
+    self.saved.append({k: ContextVar._cache[k].value for k in self.kwargs})   # a stack: entered again while inside
+    for k, v in self.kwargs.items(): ContextVar._cache[k].value = v
+  def __exit__(self, *exc):
+    for k, v in self.saved.pop().items(): ContextVar._cache[k].value = v
 
 # %% ../nbs/08c_helpers.ipynb #ac12ec13
 _COLORS = dict(black=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37)
@@ -102,6 +107,10 @@ def to_function_name(s: str) -> str:
   return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in re.sub(r"\x1b\[(K|.*?m)", "", s))
 
 # %% ../nbs/08c_helpers.ipynb #31c09d58
+def mv_address(mv) -> int:
+  "The host address of a memoryview's (or any writable buffer's) first byte: what `Tensor.from_blob` takes."
+  return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+
 def cache_dir() -> str:
   "Where compiled programs are cached (`TINYLIT_CACHE`, default ~/.cache/tinylit)."
   return os.getenv("TINYLIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tinylit"))

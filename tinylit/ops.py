@@ -8,7 +8,7 @@ import functools, weakref
 from enum import Enum, auto
 from typing import Any
 import numpy as np
-from .dtype import DType, dtypes
+from .dtype import DType, dtypes, truncate_bf16
 
 # %% auto #0
 __all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
@@ -86,12 +86,14 @@ def exec_alu(op: Ops, dtype: DType, operands: list):
             _to_np(x, dtypes.bool if op is Ops.WHERE and i == 0 else dtype) for i, x in enumerate(operands)]
     if op in (Ops.SHL, Ops.SHR): args[1] = args[1].astype(args[0].dtype)
     out = python_alu[op](*args)
-    return out if isinstance(out, np.ndarray) and out.ndim else _to_np(out, dtype).item()
+    if not (isinstance(out, np.ndarray) and out.ndim): return _to_np(out, dtype).item()
+    return truncate_bf16(out) if dtype == dtypes.bfloat16 else out   # numpy rounds every other dtype itself
 
 # %% ../nbs/03_uop.ipynb #1141e032
 def _to_np(x, dtype: DType) -> np.ndarray:
   "A numpy array of `dtype` holding `x`, ints wrapped like C."
   arr, dtype = np.asarray(x), dtype.scalar()
+  if dtype == dtypes.bfloat16: return truncate_bf16(arr.astype(np.float32) if arr.dtype != object else float(arr))  # float32s, rounded
   if arr.dtype == dtype.np: return arr
   if dtypes.is_int(dtype) and arr.dtype.kind == "f": return _float_to_int(arr, dtype)
   if dtypes.is_int(dtype) and arr.dtype == object: return np.asarray(int(arr) & (2**64-1)).astype(np.uint64).astype(dtype.np)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass, field
-from .helpers import DEBUG, NOOPT, BEAM, colored, ansilen
+from .helpers import CAPTURING, DEBUG, NOOPT, BEAM, colored, ansilen
 from .ops import Ops
 from .ops import UOp, sint, sym_infer
 from .device import Buffer, Device, GlobalCounters, launch
@@ -163,7 +163,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
     ei = lower_schedule_item(si)
     ei.run()
     if si.lb is not None and si.bufs[0] is si.lb.buffer: mark_realized(si.lb)
-    if capturing and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
+    # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
+    if capturing and CAPTURING and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
   # bases whose memory the planner shared: only now is nothing left that could fail before their last reader ran
   for si in schedule:
     if si.lb is not None and si.bufs[0] is not si.lb.buffer: mark_realized(si.lb)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast, math, os
 from collections import Counter
 from dataclasses import dataclass, field
-from .dtype import DType, DTYPES_DICT, dtypes
+from .dtype import DType, DTYPES_DICT, dtypes, float_to_bf16
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
 from .ops import Ops, GroupOp, UOp, sint, _THROUGH_INT64
@@ -119,6 +119,7 @@ def kernel_vars(uops: list[UOp]) -> list[UOp]:
 def _render_const(ctx: CStyleLanguage, x: UOp) -> str:
   v, dt = x.arg, x.dtype
   if dt.count > 1: return ctx.render_vector(dt, [_render_const(ctx, UOp.const(dt.scalar(), a)) for a in v])
+  if dt == dtypes.bfloat16: return f"(({ctx.render_dtype(dt)}){hex(int(float_to_bf16(v)))})"   # its bit pattern
   if dtypes.is_float(dt):
     if math.isnan(v): s = "NAN"
     elif math.isinf(v): s = ("-" if v < 0 else "") + "INFINITY"
@@ -144,6 +145,7 @@ def _is_float_to_int(u: UOp) -> bool:
   return u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_float(u.src[0].dtype)
 
 def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
+  if any(u.dtype == dtypes.bfloat16 for u in (x, *x.src)): return _render_bf16_alu(ctx, x)
   srcs = [ctx.r[s] for s in x.src]
   if x.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_float(x.dtype): out = ctx.render_int_div(x, *srcs)
   else:
@@ -153,6 +155,13 @@ def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
     out = ctx.code_for_op[x.op](*srcs, dtype=x.dtype, src_dtype=x.src[0].dtype)
     if not (wrap or (x.op in _ROUNDING_OPS and x.dtype in _NARROW)): return out
   return f"(({ctx.render_dtype(x.dtype)})({out}))" if x.dtype in _NARROW + tuple(_UNSIGNED_OF) else out
+
+def _render_bf16_alu(ctx: CStyleLanguage, x: UOp) -> str:
+  "bfloat16 math in float32: operands widened, the result rounded back (each op rounds, as on the host)."
+  srcs = [f"bf16_to_float({ctx.r[s]})" if s.dtype == dtypes.bfloat16 else ctx.r[s] for s in x.src]
+  def f32(dt: DType) -> DType: return dtypes.float32 if dt == dtypes.bfloat16 else dt
+  out = ctx.code_for_op[x.op](*srcs, dtype=f32(x.dtype), src_dtype=f32(x.src[0].dtype))
+  return f"float_to_bf16({out})" if x.dtype == dtypes.bfloat16 else out
 
 # %% ../nbs/07_render.ipynb #68326619
 def _render_index(ctx: CStyleLanguage, x: UOp) -> str:
@@ -216,11 +225,14 @@ class CStyleLanguage(Renderer):
 
   # ---- pieces subclasses override
   def render_dtype(self, dt: DType) -> str:
+    if dt == dtypes.bfloat16: return self.render_dtype(dtypes.uint16)   # its bits; math goes through float32
     if dt.count > 1: return self.type_map.get(dt.scalar(), dt.scalar().name).replace(" ", "_") + str(dt.count)
     return self.type_map.get(dt, dt.name)
   def float_literal(self, v: float, dt: DType) -> str:
     return f"{v!r}f" if dt == dtypes.float32 else (repr(v) if dt == dtypes.float64 else f"(({self.render_dtype(dt)}){v!r}f)")
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
+    if src_dt == dtypes.bfloat16: x, src_dt = f"bf16_to_float({x})", dtypes.float32   # the float it is, then on
+    if dt == dtypes.bfloat16: return f"float_to_bf16((float)({x}))"
     if dt == dtypes.bool: return f"({x}!=0)"
     if dtypes.is_int(dt) and dtypes.is_float(src_dt): return self.render_float_to_int(dt, x, src_dt)
     return f"(({self.render_dtype(dt)})({x}))"
@@ -285,6 +297,16 @@ class CStyleLanguage(Renderer):
                       for n, dt, written in bufs] + [f"const int {v.arg[0]}" for v in kernel_vars(uops)])
     return "\n".join([f"{self.kernel_prefix}void {name}({args}) {{", *body, "}"])
   def preamble(self, uops: list[UOp]) -> str: return ""
+  fn_prefix = "static inline "   # how a helper function is declared in this language
+  def bf16_functions(self, uops: list[UOp]) -> str:
+    """The two conversions bfloat16 needs, where a kernel touches one: widening is a shift; narrowing rounds to
+    nearest even, as `float_to_bf16` on the host (chapter 1a) does, so every device gives the same bits."""
+    if not any(u.dtype == dtypes.bfloat16 for u in uops): return ""
+    q, u16 = self.fn_prefix, self.render_dtype(dtypes.uint16)
+    return (f"{q}float bf16_to_float({u16} b) {{ union {{ unsigned int u; float f; }} v; v.u = ((unsigned int)b) << 16; return v.f; }}\n"
+            f"{q}{u16} float_to_bf16(float x) {{ union {{ unsigned int u; float f; }} v; v.f = x;\n"
+            f"  if ((v.u & 0x7fffffffu) > 0x7f800000u) return ({u16})((v.u >> 16) | 0x40u);\n"
+            f"  return ({u16})((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }}\n")
 
   # ---- the engine
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -335,7 +357,7 @@ class CStyleLanguage(Renderer):
         body.append(f"{'  ' * depth}{self.render_dtype(u.dtype)} {self.r[u]} = {text};")
     # parameters in buffer order: data2 before data10 (sorting the names as text would swap them)
     bufs.sort(key=lambda b: int(b[0][len("data"):]))
-    return self.preamble(uops) + self.render_kernel(name, body, bufs, uops)
+    return self.preamble(uops) + self.bf16_functions(uops) + self.render_kernel(name, body, bufs, uops)
 
 # %% ../nbs/07_render.ipynb #a08fad80
 # ops with vector forms in C and OpenCL: arithmetic, and an accumulator of partial sums (DEFINE_ACC and its ASSIGN)
@@ -363,7 +385,8 @@ class ClangRenderer(CStyleLanguage):
     self.threads = getenv("CPU_THREADS", os.cpu_count() or 1)
   def supports_vector(self, u: UOp) -> bool:
     dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
-    if dt in (dtypes.bool, dtypes.float16): return False   # no vectors of _Bool; _Float16 math rounds late (see _NARROW)
+    # no vectors of _Bool; _Float16 math rounds late (see _NARROW); bfloat16 converts one value at a time
+    if dt in (dtypes.bool, dtypes.float16, dtypes.bfloat16): return False
     if u.op in (Ops.LOAD, Ops.STORE): return True
     return u.op in _VECTOR_ALU and dtypes.is_float(dt)
   def thread_index(self, kind: str, dim: int) -> str: return "core_id"
@@ -391,12 +414,13 @@ class OpenCLRenderer(CStyleLanguage):
   buffer_prefix = "__global "
   smem_prefix = "__local "
   barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+  fn_prefix = "inline "
   type_map = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort",
               dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
   def supports_vector(self, u: UOp) -> bool:
     dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
-    if dt in (dtypes.bool, dtypes.float16): return False
+    if dt in (dtypes.bool, dtypes.float16, dtypes.bfloat16): return False
     if u.op in (Ops.LOAD, Ops.STORE): return True
     return u.op in _VECTOR_ALU and dtypes.is_float(dt)
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
@@ -432,6 +456,7 @@ class CUDARenderer(CStyleLanguage):
   arg_suffix = "__restrict__"
   smem_prefix = "__shared__ "
   barrier = "__syncthreads();"
+  fn_prefix = "__device__ inline "
   type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.float16: "half",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
   def thread_index(self, kind: str, dim: int) -> str: return f"{'blockIdx' if kind == 'global' else 'threadIdx'}.{'xyz'[dim]}"
@@ -461,6 +486,7 @@ class MetalRenderer(CStyleLanguage):
   buffer_prefix = "device "
   smem_prefix = "threadgroup "
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+  fn_prefix = "inline "
   type_map = {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
   def thread_index(self, kind: str, dim: int) -> str: return f"{'gid' if kind == 'global' else 'lid'}.{'xyz'[dim]}"

@@ -8,7 +8,7 @@ import weakref
 from contextlib import ContextDecorator
 from typing import ClassVar
 import numpy as np
-from .dtype import DType, dtypes, to_dtype
+from .dtype import DType, dtypes, to_dtype, bf16_to_float, float_to_bf16
 from .helpers import prod
 from .ops import Ops, UOp
 from .lazy import LazyBuffer, holders
@@ -26,7 +26,7 @@ from .mixin.loss import LossMixin
 import tinylit.function as F
 
 # %% auto #0
-__all__ = ['train', 'no_grad_ctx', 'Tensor', 'Storage', 'flatten_deep', 'FreedGraph']
+__all__ = ['train', 'no_grad_ctx', 'Tensor', 'Storage', 'flatten_deep', 'FreedGraph', 'from_blob']
 
 # %% ../nbs/01_tensor.ipynb #ec3d93ad
 class train(ContextDecorator):
@@ -69,13 +69,15 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     elif isinstance(data, UOp):  # a bound variable: a scalar whose value each run passes to the kernel
       if data.op is not Ops.BIND: raise TypeError(f"a Tensor from a UOp needs a bound Variable (var.bind(value)), got {data.op}")
       data = LazyBuffer.metaop(Ops.CONST, (), dtype or data.dtype, device, data)
-    elif isinstance(data, bytes): data = _from_np(np.frombuffer(data, np.uint8).astype(dtype.np if dtype else np.uint8), device)
+    elif isinstance(data, bytes): data = _from_np(np.frombuffer(data, np.uint8).astype(dtype.np if dtype else np.uint8), device, dtype)
+    elif isinstance(data, (list, tuple)) and data and all(isinstance(x, np.ndarray) for x in data):
+      data = _from_np(np.stack(data) if dtype is None else np.stack(data).astype(dtype.np), device, dtype)  # a list of arrays
     elif isinstance(data, (list, tuple)):
       shape = _shape_of(data)
       dtype = dtype or (dtypes.from_py(flatten_deep(data)) if prod(shape) else dtypes.default_float)
-      data = _from_np(np.array(data, dtype=dtype.np).reshape(shape), device)
+      data = _from_np(np.array(data, dtype=dtype.np).reshape(shape), device, dtype)
     elif isinstance(data, np.ndarray):
-      data = _from_np(data.astype(dtype.np) if dtype is not None else data, device)
+      data = _from_np(data.astype(dtype.np) if dtype is not None else data, device, dtype)
     elif isinstance(data, Tensor): data = data.lazydata if dtype is None else data.lazydata.cast(dtype)
     else: raise TypeError(f"can't create a Tensor from {type(data).__name__}")
     self.lazydata: LazyBuffer = data if data.device == device else data.copy_to_device(device)
@@ -146,8 +148,12 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
       return a + b if y.op is Ops.ADD else a * b if y.op is Ops.MUL else a.maximum(b)
     raise TypeError(f"from_uop: can't make a Tensor of {y.op} in {y.render()}: only bound variables, constants, +, * and max")
   def numpy(self) -> np.ndarray:
-    "The values as a numpy array (runs the kernels this tensor needs)."
-    if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np)
+    "The values as a numpy array (runs the kernels this tensor needs); bfloat16 comes back as float32, as in tinygrad."
+    raw = self._storage_numpy()
+    return bf16_to_float(raw) if self.dtype == dtypes.bfloat16 else raw
+  def _storage_numpy(self) -> np.ndarray:
+    "The values as memory holds them (bfloat16 as its uint16 bit patterns)."
+    if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np_storage)
     lb = self.lazydata
     # a realized base read in order (perhaps reshaped) is copied out directly; anything else runs a kernel first
     if not (lb.base.realized is not None and lb.st.contiguous and lb.size == lb.base.size):
@@ -289,9 +295,14 @@ def flatten_deep(data) -> list:
   return [y for x in data for y in flatten_deep(x)] if isinstance(data, (list, tuple)) else [data]
 
 # %% ../nbs/01_tensor.ipynb #9e0098ce
-def _from_np(x: np.ndarray, device: str) -> LazyBuffer:
-  "Copy a numpy array into a new device buffer."
-  dtype = dtypes.from_np(x.dtype)
+def _to_np_dtype(dtype: DType) -> type | None:
+  "tinygrad's name: the numpy type of a dtype, None for bfloat16 (numpy has none)."
+  return dtype.np if dtype.fmt is not None else None
+
+def _from_np(x: np.ndarray, device: str, dtype: DType | None = None) -> LazyBuffer:
+  "Copy a numpy array into a new device buffer (of `dtype`, else the array's; a bfloat16's values are rounded to it)."
+  if dtype == dtypes.bfloat16: x = float_to_bf16(x)
+  dtype = dtype or dtypes.from_np(x.dtype)
   buf = Buffer(device, x.size, dtype)
   if x.size: buf.copyin(memoryview(np.ascontiguousarray(x).reshape(-1)))
   return LazyBuffer.from_buffer(buf, x.shape)
@@ -302,3 +313,23 @@ class FreedGraph:
   parents: tuple = ()
   def __init__(self, name: str): self.name = name
   def __repr__(self): return f"FreedGraph({self.name})"
+
+# %% ../nbs/01_tensor.ipynb #321bd290
+def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | str | None = None, device: str | None = None, **kwargs) -> Tensor:
+  "A tensor over memory someone else owns at host address `ptr`, without a copy (the memory must outlive the tensor)."
+  dtype, device = to_dtype(dtype) if dtype is not None else dtypes.default_float, Device.canonicalize(device)
+  buf = Buffer(device, prod(shape), dtype).allocate(external_ptr=ptr)
+  return Tensor(LazyBuffer.from_buffer(buf, tuple(shape)), device=device, **kwargs)
+
+def _unpickle(raw: bytes, shape: tuple[int, ...], dtype: str, device: str, requires_grad: bool | None) -> Tensor:
+  buf = Buffer(device, prod(shape), to_dtype(dtype))
+  if raw: buf.copyin(memoryview(bytearray(raw)))
+  return Tensor(LazyBuffer.from_buffer(buf, shape), device=device, requires_grad=requires_grad)
+
+def _reduce(self: Tensor):
+  "pickle's hook: the realized bytes and what they are; the graph is not kept."
+  if not all(isinstance(s, int) for s in self.shape): raise TypeError(f"pickle: can't pickle a tensor of symbolic shape {self.shape}")
+  return _unpickle, (self._storage_numpy().tobytes(), self.shape, repr(self.dtype).removeprefix("dtypes."), self.device, self.requires_grad)
+
+# added to the class here, beside the prose that explains them
+Tensor.from_blob, Tensor.__reduce__ = staticmethod(from_blob), _reduce

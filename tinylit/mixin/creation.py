@@ -56,7 +56,8 @@ class CreationMixin:
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     if isinstance(start, UOp) or isinstance(stop, UOp): return cls._symbolic_arange(start, stop, step, dtype, **kwargs)
     if all(math.isfinite(x) for x in (start, stop, step)): _check_size((max(0, math.ceil((stop - start) / step)),), "arange")
-    return cls(np.arange(start, stop, step).astype(to_dtype(dtype).np), **kwargs)
+    # the dtype is passed too: a bfloat16's numpy values are float32s
+    return cls(np.arange(start, stop, step).astype(to_dtype(dtype).np), dtype=dtype, **kwargs)
   @classmethod
   def _symbolic_arange(cls, start, stop, step, dtype, **kwargs) -> Tensor:
     """arange with a Variable in it: 0, 1, 2... (a shrunk view of the longest such range when the length itself is
@@ -75,13 +76,13 @@ class CreationMixin:
     dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
     if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be a non-negative int, got {steps!r}")
     if dtype == dtypes.bool: raise ArgumentError("linspace: a bool dtype has no evenly spaced values")
-    return cls(np.linspace(start, stop, steps).astype(dtype.np), **kwargs)
+    return cls(np.linspace(start, stop, steps).astype(dtype.np), dtype=dtype, **kwargs)
   @classmethod
   def eye(cls, n: int, m: int | None = None, **kwargs) -> Tensor:
     "Ones on the diagonal of an n×m matrix (m defaults to n), zeros elsewhere."
     _check_shape((n,) if m is None else (n, m), "eye")
     dtype = kwargs.pop("dtype", None) or dtypes.default_float
-    return cls(np.eye(n, m).astype(to_dtype(dtype).np), **kwargs)
+    return cls(np.eye(n, m).astype(to_dtype(dtype).np), dtype=dtype, **kwargs)
   def full_like(self, fill_value, **kwargs) -> Tensor:
     return type(self).full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
   def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)
@@ -159,7 +160,7 @@ class RandomMixin:
     """`numel` floats of `dtype` in [0, 1) from random uint32 words, whose bytes are read as tinygrad's bitcast reads
     them (little-endian): the top nmant bits m of each float's share make m * 2**-nmant. That is exactly the float
     1.m minus 1, which tinygrad gets by putting m under the exponent of 1.0 and bitcasting."""
-    nmant = int(np.finfo(dtype.np).nmant)
+    nmant = dtypes.finfo(dtype)[1]   # mantissa bits (numpy has no bfloat16 to ask)
     if dtype.itemsize == 4: uint = bits
     elif dtype.itemsize == 2:   # two 16-bit values per word, the low half first
       shifts = type(bits).arange(2, device=bits.device, dtype=dtypes.uint32) * 16

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 import numpy as np
-from ..dtype import DTypeError, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from ..dtype import DTypeError, bf16_to_float, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from ..ops import UOp
 from . import ArgumentError, broadcast_shape
 import tinylit.function as F
@@ -220,7 +220,9 @@ class MathMethods:
     if dtype == self.dtype: return self
     if dtype.itemsize != self.dtype.itemsize and (self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize):
       raise ArgumentError(f"bitcast: the last axis of {self.shape} ({self.dtype}) can't be reread as {dtype}")
-    return type(self)(np.ascontiguousarray(self.numpy()).view(dtype.np), device=self.device, dtype=dtype)
+    bits = np.ascontiguousarray(self._storage_numpy()).view(dtype.np_storage)
+    # the constructor takes values: bfloat16 bits become the float32s they are (and back, exactly)
+    return type(self)(bf16_to_float(bits) if dtype == dtypes.bfloat16 else bits, device=self.device, dtype=dtype)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def double(self) -> Tensor: return self.cast(dtypes.float64)

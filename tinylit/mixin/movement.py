@@ -26,7 +26,7 @@ def _check_sints(values: tuple, op: str, what: str) -> tuple:
   return tuple(out)
 
 # %% auto #0
-__all__ = ['ShapeMethods', 'WindowMethods', 'IndexMethods', 'JoinMethods', 'MovementMixin']
+__all__ = ['ShapeMethods', 'RearrangeMethods', 'WindowMethods', 'IndexMethods', 'JoinMethods', 'MovementMixin']
 
 # %% ../../nbs/01d_movement.ipynb #fa3a2193
 class ShapeMethods:
@@ -145,6 +145,65 @@ class ShapeMethods:
   def unsqueeze(self, dim: int) -> Tensor:
     d = _normalize_axis(dim, self.ndim + 1, "unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+# %% ../../nbs/01d_movement.ipynb #6c8e4f5a
+def _rearrange_side(formula: str, side: str) -> list[tuple[list[str], bool]]:
+  "One side of a formula as (names, bracketed) groups: `a` is ([a], False), `(a b)` ([a, b], True), `1` ([], True)."
+  groups, open_group = [], None
+  for tok in side.replace("…", "...").replace("(", " ( ").replace(")", " ) ").split():
+    if tok == "(":
+      if open_group is not None: raise ArgumentError(f"rearrange {formula!r}: brackets can't nest")
+      open_group = []
+    elif tok == ")":
+      if open_group is None: raise ArgumentError(f"rearrange {formula!r}: a ')' without its '('")
+      groups.append((open_group, True))
+      open_group = None
+    elif tok == "1": groups.append(([], True)) if open_group is None else None   # a unit axis; inside brackets, nothing
+    elif tok == "..." or (tok.isidentifier() and not tok.startswith("_") and not tok.endswith("_")):
+      if open_group is None: groups.append(([tok], False))
+      else: open_group.append(tok)
+    else: raise ArgumentError(f"rearrange {formula!r}: {tok!r} is not an axis name (a Python identifier, no leading or trailing _)")
+  if open_group is not None: raise ArgumentError(f"rearrange {formula!r}: a '(' without its ')'")
+  return groups
+
+class RearrangeMethods:
+  "einops' `rearrange`: a split, a permute and a merge, written as a formula."
+  def rearrange(self, formula: str, **sizes: int) -> Tensor:
+    "`x.rearrange('b c (h h2) w -> b (c h2) h w', h2=2)`: split, permute and merge axes as the formula says."
+    def fail(msg: str): return ArgumentError(f"rearrange {formula!r} on {self.shape}: {msg}")
+    if formula.count("->") != 1: raise fail('a formula needs exactly one "->"')
+    lhs, rhs = (_rearrange_side(formula, s) for s in formula.split("->"))
+    lnames, rnames = [n for g, _ in lhs for n in g], [n for g, _ in rhs for n in g]
+    if lnames.count("...") > 1: raise fail("only one ... per side")
+    if sorted(lnames) != sorted(rnames) or len(set(lnames)) != len(lnames):
+      raise fail(f"both sides must name the same axes, each once: {lnames} and {rnames}")
+    if any("..." in g and bracketed for g, bracketed in lhs): raise fail("... can't be inside brackets on the left")
+    if unused := [n for n in sizes if n not in lnames]: raise fail(f"sizes given for axes the formula doesn't have: {unused}")
+    # `...` becomes as many anonymous axes as the tensor has dims the left side doesn't name
+    n_ell = self.ndim - (len(lhs) - 1) if "..." in lnames else 0
+    if len(lhs) - ("..." in lnames) + n_ell != self.ndim or n_ell < 0:
+      raise fail(f"the left side has {len(lhs)} dims, the tensor {self.ndim}")
+    ell = [f"...{i}" for i in range(n_ell)]
+    def expand(groups):   # a bare `...` is one group per axis; inside brackets, `(...)` or `(a ...)`, they merge
+      return [item for g, b in groups for item in
+              ([([e], False) for e in ell] if g == ["..."] and not b else [([m for n in g for m in (ell if n == "..." else [n])], b)])]
+    lhs, rhs = expand(lhs), expand(rhs)
+    axis_size: dict[str, int] = {}
+    for (group, bracketed), dim in zip(lhs, self.shape):
+      if not bracketed:
+        if group[0] in sizes and sizes[group[0]] != dim: raise fail(f"axis {group[0]} has size {dim}, not {sizes[group[0]]}")
+        axis_size[group[0]] = dim
+        continue
+      unknown = [n for n in group if n not in sizes]
+      known = prod(sizes[n] for n in group if n in sizes)
+      if len(unknown) > 1: raise fail(f"group ({' '.join(group)}) of size {dim}: give the sizes of all but one of {unknown}")
+      if unknown and (known == 0 or dim % known): raise fail(f"group ({' '.join(group)}): {known} doesn't divide {dim}")
+      if not unknown and known != dim: raise fail(f"group ({' '.join(group)}) multiplies to {known}, the dim is {dim}")
+      axis_size.update({n: sizes[n] if n in sizes else dim // known for n in group})
+    names = [n for g, _ in lhs for n in g]
+    split = self.reshape(tuple(axis_size[n] for n in names))
+    moved = split.permute(tuple(names.index(n) for g, _ in rhs for n in g))
+    return moved.reshape(tuple(prod(axis_size[n] for n in g) for g, _ in rhs))
 
 # %% ../../nbs/01d_movement.ipynb #d52f03fb
 class WindowMethods:
@@ -426,5 +485,5 @@ class JoinMethods:
     return tuple(out)
 
 # %% ../../nbs/01d_movement.ipynb #f46017b2
-class MovementMixin(ShapeMethods, WindowMethods, IndexMethods, JoinMethods):
+class MovementMixin(ShapeMethods, RearrangeMethods, WindowMethods, IndexMethods, JoinMethods):
   "Everything that moves elements without changing them: views, windows, indexing, joining (tinygrad's MovementMixin)."

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 from ..dtype import DTypeError, dtypes
-from ..helpers import flatten, make_tuple
+from ..helpers import WINO, flatten, make_tuple
 from . import ArgumentError
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
@@ -26,6 +26,8 @@ class ConvolutionMethods:
     raise ArgumentError(f"padding {padding} doesn't fit {n} spatial dims of {self.shape}")
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, acc_dtype=None) -> Tensor:
     "2-D (or n-D) convolution as sliding windows (`_pool`), a broadcast multiply and a sum: no special kernel."
+    if WINO: raise NotImplementedError("conv2d: WINO=1 asks for a Winograd convolution, which tinylit doesn't have "
+                                       "(the sliding-window convolution gives the same values): set WINO=0")
     if self.ndim < 3 or self.ndim != weight.ndim:
       raise ArgumentError(f"conv2d: input {self.shape} and weight {weight.shape} need the same number of dims, at least 3")
     (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]

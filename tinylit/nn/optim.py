@@ -9,7 +9,7 @@ from ..mixin import ArgumentError
 from ..tensor import Tensor
 
 # %% auto #0
-__all__ = ['Optimizer', 'LARS', 'SGD', 'LAMB', 'Adam', 'AdamW']
+__all__ = ['Optimizer', 'LARS', 'SGD', 'LAMB', 'Adam', 'AdamW', 'OptimizerGroup']
 
 # %% ../../nbs/10a_optim.ipynb #50b6ffab
 class Optimizer:
@@ -119,3 +119,16 @@ def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0
 def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01) -> LAMB:
   "Adam with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW."
   return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+# %% ../../nbs/10a_optim.ipynb #dfebb31e
+class OptimizerGroup(Optimizer):
+  "Several optimizers stepped as one: one zero_grad, one step (every gradient first, then every update)."
+  def __init__(self, *optimizers: Optimizer):   # no Optimizer.__init__: the parameters are the members'
+    if not optimizers: raise ValueError("OptimizerGroup needs at least one optimizer")
+    self.optimizers = optimizers
+    self.params = [p for o in optimizers for p in o.params]
+    self.buffers = [b for o in optimizers for b in o.buffers]
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def zero_grad(self) -> None:
+    for o in self.optimizers: o.zero_grad()
+  def _step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o._step()]

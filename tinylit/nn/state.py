@@ -4,14 +4,14 @@
 
 # %% ../../nbs/10b_state.ipynb #f1056d05
 from __future__ import annotations
-import json, struct
+import collections, json, pickle, struct, zipfile
 from collections import OrderedDict
 import numpy as np
-from ..dtype import dtypes, DType
+from ..dtype import bf16_to_float, dtypes, DType
 from ..tensor import Tensor
 
 # %% auto #0
-__all__ = ['SAFE_DTYPES', 'get_state_dict', 'get_parameters', 'load_state_dict', 'safe_save', 'safe_load']
+__all__ = ['SAFE_DTYPES', 'get_state_dict', 'get_parameters', 'load_state_dict', 'safe_save', 'safe_load', 'torch_load']
 
 # %% ../../nbs/10b_state.ipynb #7530585d
 def get_state_dict(obj, prefix: str = "") -> dict[str, Tensor]:
@@ -49,7 +49,7 @@ def load_state_dict(model, state_dict: dict[str, Tensor], strict: bool = True) -
 # safetensors names the dtypes like this
 SAFE_DTYPES = {"F16": dtypes.float16, "F32": dtypes.float32, "F64": dtypes.float64, "BOOL": dtypes.bool, "I8": dtypes.int8,
                "U8": dtypes.uint8, "I16": dtypes.int16, "U16": dtypes.uint16, "I32": dtypes.int32, "U32": dtypes.uint32,
-               "I64": dtypes.int64, "U64": dtypes.uint64}
+               "I64": dtypes.int64, "U64": dtypes.uint64, "BF16": dtypes.bfloat16}
 _INVERSE = {v: k for k, v in SAFE_DTYPES.items()}
 
 # %% ../../nbs/10b_state.ipynb #9b01baa6
@@ -58,7 +58,7 @@ def safe_save(tensors: dict[str, Tensor], fn: str, metadata: dict[str, str] | No
   and byte ranges, then the raw bytes."""
   header, offset, blobs = {}, 0, []
   for k, t in tensors.items():
-    data = np.ascontiguousarray(t.numpy()).tobytes()
+    data = np.ascontiguousarray(t._storage_numpy()).tobytes()   # the bytes as memory holds them (bfloat16's 16 bits)
     header[k] = {"dtype": _INVERSE[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
     blobs.append(data); offset += len(data)
   if metadata: header["__metadata__"] = metadata
@@ -79,6 +79,34 @@ def safe_load(fn: str, device: str | None = None) -> dict[str, Tensor]:
     if k == "__metadata__": continue
     dt: DType = SAFE_DTYPES[v["dtype"]]
     lo, hi = v["data_offsets"]
-    arr = np.frombuffer(raw[8 + n + lo:8 + n + hi], dtype=dt.np).reshape(v["shape"])
-    out[k] = Tensor(arr.copy(), device=device)
+    arr = np.frombuffer(raw[8 + n + lo:8 + n + hi], dtype=dt.np_storage).reshape(v["shape"])
+    out[k] = Tensor(bf16_to_float(arr) if dt == dtypes.bfloat16 else arr.copy(), device=device, dtype=dt)
   return out
+
+# %% ../../nbs/10b_state.ipynb #1e84bc08
+_TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+                   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
+                   "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool}
+
+def torch_load(fn: str, device: str | None = None) -> dict[str, Tensor]:
+  "The state dict of a torch checkpoint (torch.save's zip format), read with zipfile and pickle: no torch needed."
+  if not zipfile.is_zipfile(fn): raise ValueError(f"torch_load: {fn} is not a zip file (torch.save before torch 1.6?): re-save it with a newer torch")
+  with zipfile.ZipFile(fn) as z:
+    pkl = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+    root = pkl[:-len("data.pkl")]
+    def rebuild(storage, offset: int, size, stride, *_):   # torch._utils._rebuild_tensor_v2
+      dtype, raw = storage
+      flat = np.frombuffer(raw, dtype=dtype.np_storage)
+      arr = np.lib.stride_tricks.as_strided(flat[offset:], tuple(size), tuple(s * flat.itemsize for s in stride)) if len(size) else flat[offset]
+      arr = np.array(arr)   # a copy, in order
+      return Tensor(bf16_to_float(arr) if dtype == dtypes.bfloat16 else arr, device=device, dtype=dtype)
+    class TorchUnpickler(pickle.Unpickler):
+      def find_class(self, module: str, name: str):
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"): return rebuild
+        if (module, name) == ("torch._utils", "_rebuild_parameter"): return lambda data, requires_grad, hooks: data
+        if (module, name) == ("collections", "OrderedDict"): return collections.OrderedDict
+        if module == "torch" and name in _TORCH_STORAGES: return _TORCH_STORAGES[name]
+        raise pickle.UnpicklingError(f"torch_load: {fn} needs {module}.{name}, which a state dict of tensors doesn't")
+      def persistent_load(self, pid):   # ('storage', dtype, key, location, numel)
+        return pid[1], z.read(f"{root}data/{pid[2]}")
+    return TorchUnpickler(z.open(pkl)).load()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np
 from ..device import Compiled, Compiler, Allocator
+from ..dtype import bf16_to_float, dtypes, float_to_bf16, truncate_bf16
 from ..ops import Ops, GroupOp, exec_alu
 from ..renderer import PythonRenderer, parse_python_program
 
@@ -66,10 +67,11 @@ class PythonProgram:
       while pc < len(uops):
         op, dtype, srcs, arg = uops[pc]
         if op is Ops.DEFINE_GLOBAL:
-          arr = bufs[self.param_of[arg]].view(dtype.np)
+          arr = bufs[self.param_of[arg]].view(dtype.np_storage)   # bfloat16: its bits, uint16
           v[pc] = (arr, False, arr.size, block)
         elif op is Ops.DEFINE_LOCAL: v[pc] = (np.zeros(nblocks * arg[1], dtype=dtype.np), True, arg[1], block)
-        elif op is Ops.CONST: v[pc] = np.asarray(arg, dtype=dtype.scalar().np)  # constants already hold in-range values
+        elif op is Ops.CONST:  # constants already hold in-range values; a bfloat16's is rounded, as C renders its bits
+          v[pc] = np.asarray(arg, dtype=dtype.scalar().np) if dtype.scalar() != dtypes.bfloat16 else truncate_bf16(arg)
         elif op is Ops.DEFINE_VAR:
           if not arg[1] <= var_val[arg[0]] <= arg[2]: raise ValueError(f"{self.name}: {arg[0]}={var_val[arg[0]]} is outside [{arg[1]}, {arg[2]}]")
           v[pc] = np.int32(var_val[arg[0]])
@@ -94,9 +96,11 @@ class PythonProgram:
           buf, idx, valid, size, offset = self._address(v[srcs[0]], dtype.count, lanes.shape[1:])
           self._check("read", size, idx, valid)
           v[pc] = np.where(valid, buf[np.where(valid, idx + offset, 0)] if buf.size else np.zeros(idx.shape, buf.dtype), np.zeros((), buf.dtype))
+          if dtype.scalar() == dtypes.bfloat16 and buf.dtype == np.uint16: v[pc] = bf16_to_float(v[pc])   # bits to float32
         elif op is Ops.STORE:
           buf, idx, gate, size, offset = self._address(v[srcs[0]], uops[srcs[0]][1].count, lanes.shape[1:])
           val = np.broadcast_to(v[srcs[1]], idx.shape)
+          if uops[srcs[1]][1].scalar() == dtypes.bfloat16 and buf.dtype == np.uint16: val = float_to_bf16(val)
           self._check("write", size, idx, gate)
           buf[(idx + offset)[gate]] = val[gate]
         elif op is Ops.DEFINE_ACC: v[pc] = np.broadcast_to(np.asarray(v[srcs[0]]), lanes.shape[1:] + np.shape(v[srcs[0]])).copy()
