@@ -254,11 +254,13 @@ class Max(Function):
     self.x, self.ret, self.axis = x, x.r(Ops.MAX, axis), axis
     return self.ret
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    grad = grad.expand(self.x.shape)  # back to the input's shape first: every mask below has that shape
+    # ties are counted, and the gradient shared out, in the accumulation dtype: a count of halves stops at 2048.
+    # Back to the input's shape first: every mask below has that shape
+    wide = grad.cast(sum_acc_dtype(grad.dtype)).expand(self.x.shape)
     not_max = self.x.alu(Ops.CMPNE, self.ret.expand(self.x.shape))
-    hits = not_max.alu(Ops.WHERE, grad.const_like(0), grad.const_like(1))
+    hits = not_max.alu(Ops.WHERE, wide.const_like(0), wide.const_like(1))
     count = hits.r(Ops.ADD, self.axis).expand(self.x.shape)
-    return hits.alu(Ops.FDIV, count).alu(Ops.MUL, grad)
+    return hits.alu(Ops.FDIV, count).alu(Ops.MUL, wide).cast(grad.dtype)
 
 # %% ../nbs/01b_function.ipynb #d0c14f2d
 # ---- movement: the gradient undoes the movement

@@ -160,18 +160,53 @@ class LazyBuffer:
     return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, Ops.REDUCE_AXIS, (op, tuple(axis)), (self,))
 
   def _split_reduce(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer | None:
-    """A big reduce into few outputs becomes two reduces (tinygrad's SPLIT_REDUCEOP): one reduce axis is cut into
-    (d, rest); the first kernel reduces each of the d chunks, the second the d partial results. Both kernels then have
-    outputs to share among cores, and a sum adds in two levels, which rounds far less than one long chain."""
+    """A long reduce into few outputs becomes two reduces (tinygrad's SPLIT_REDUCEOP): the first kernel reduces d chunks
+    of q elements, the second the d partial results. Both kernels then have outputs to share among cores, and a sum adds
+    in levels, which rounds far less than one long chain (a float32 chain of ones stops growing at 2**24). d is at most
+    256 and the chunks are at least 256 long. Where d divides a reduce axis into chunks a multiple of 16 long (read in
+    vectors), that axis is cut into (d, q). Otherwise (a prime length, say) the reduce axes are lined up as one axis of
+    n = d*q + t elements, and the t < d left over join the partial results in the second kernel. Where lining them up
+    would take a view of its own, any d that divides an axis will do, and only past 2**24 elements the view. A first
+    kernel that is still long is split again."""
     if not all_int(self.shape): return None   # a symbolic size: the split would depend on its value
-    out_size = prod(1 if i in axis else s for i, s in enumerate(self.shape))
-    if self.size // out_size < 32768 or out_size > 256: return None
-    for a in sorted(axis, key=lambda a: -self.shape[a]):
-      if (d := next((d for d in range(256, 7, -1) if self.shape[a] % d == 0 and self.shape[a] // d >= 256), None)) is None: continue
-      chunked = self.reshape(self.shape[:a] + (d, self.shape[a] // d) + self.shape[a + 1:])
-      inner = tuple(i if i < a else i + 1 for i in axis)   # the reduce axes, with `rest` in place of axis a
-      return chunked.r(op, inner).r(op, (a,)).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
-    return None
+    new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+    if (n := self.size // prod(new_shape)) < 32768 or prod(new_shape) > 256: return None
+    def divisor(length: int, vectors: bool) -> int | None:
+      "The largest d in [8, 256] that cuts `length` into chunks of 256 or more (a multiple of 16 long, if `vectors`)."
+      return next((d for d in range(256, 7, -1) if length % d == 0 and length // d >= 256 and
+                   (not vectors or length // d % 16 == 0)), None)
+    def cut(vectors: bool) -> tuple[int, int] | None:   # (axis, d), trying the longest axes first
+      longest_first = sorted(axis, key=lambda a: -self.shape[a])
+      return next(((a, d) for a in longest_first if (d := divisor(self.shape[a], vectors))), None)
+    a_d = cut(vectors=True)
+    # lined up, every element gets a number: past 2**31 (a broadcast can be that big) a kernel can't index them
+    if a_d is None and self.size < 2**31 and (split := self._split_lined_up(op, axis, new_view=False)) is not None:
+      return split.reshape(new_shape)
+    if a_d is None and (a_d := cut(vectors=False)) is None:
+      # the last resort, a second view (its index arithmetic costs time), only where one chain would stop growing
+      if n < 2**24 or self.size >= 2**31: return None
+      return self._split_lined_up(op, axis, new_view=True).reshape(new_shape)
+    a, d = a_d
+    chunked = self.reshape(self.shape[:a] + (d, self.shape[a] // d) + self.shape[a + 1:])
+    inner = tuple(i if i < a else i + 1 for i in axis)   # the reduce axes, with `q` in place of axis a
+    return chunked.r(op, inner).r(op, (a,)).reshape(new_shape)
+
+  def _split_lined_up(self, op: Ops, axis: tuple[int, ...], new_view: bool) -> LazyBuffer | None:
+    "`_split_reduce` with the reduce axes lined up as one, n = d*q + t: the t left over go in with the d partial results."
+    kept = tuple(i for i in range(len(self.shape)) if i not in axis)
+    outer, n = tuple(self.shape[i] for i in kept), prod(self.shape[i] for i in axis)
+    flat = self.permute(kept + tuple(sorted(axis))).reshape(outer + (n,))
+    if not new_view and len(flat.st.views) > len(self.st.views): return None   # it would take a view of its own
+    d = next((d for d in range(256, 7, -1) if n // d >= 256 and n // d % 16 == 0), min(256, n // 256))
+    q, t = divmod(n, d)
+    keep = tuple((0, s) for s in outer)
+    partials = flat.shrink(keep + ((0, d * q),)).reshape(outer + (d, q)).r(op, (len(outer) + 1,)).reshape(outer + (d,))
+    if t:   # the t left over, then the d partial results: one concatenation, by a mask and WHERE. The small values come
+      # first: added one by one to a large partial sum, each could round away
+      def grow(x: LazyBuffer, before: int, after: int) -> LazyBuffer: return x.pad(tuple((0, 0) for _ in outer) + ((before, after),))
+      is_partial = grow(LazyBuffer.metaop(Ops.CONST, partials.shape, dtypes.bool, self.device, True), t, 0)
+      partials = is_partial.alu(Ops.WHERE, grow(partials, t, 0), grow(flat.shrink(keep + ((d * q, n),)), 0, d))
+    return partials.r(op, (len(outer),))
 
   # ---- movement ops make views: the same base, another ShapeTracker
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:

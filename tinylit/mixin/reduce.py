@@ -50,10 +50,12 @@ class ReduceMethods:
     total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
     return (total.div(count) if isinstance(count, UOp) or count else total * float("nan")).cast(out_dtype)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    "Summed and divided in the accumulation dtype, as mean: in half, the sum of squares (or the count) could overflow."
     squares = (self - self.mean(axis, keepdim=True)).square()
     n = self._reduced_count(axis) - correction   # a symbolic count stays a UOp, clamped at 0 only if it can go below
     if isinstance(n, UOp): n = n if n.vmin >= 0 else n.alu(Ops.MAX, n.const_like(0))
-    return squares.sum(axis, keepdim).div(n if isinstance(n, UOp) else max(0, n))
+    total = squares.cast(sum_acc_dtype(squares.dtype)).sum(axis, keepdim)
+    return total.div(n if isinstance(n, UOp) else max(0, n)).cast(squares.dtype)
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     "The square root of var; where the variance is exactly 0 the gradient is 0 (as torch's), not 0 times infinity."
     v = self.var(axis, keepdim, correction)
@@ -62,19 +64,22 @@ class ReduceMethods:
   def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
+    "The shifted input, its exp, and the sum of the exp, kept in the accumulation dtype (70000 halves of 1 overflow half)."
     x = self.cast(dtype) if dtype is not None else self
     m = x - x.max(axis=axis, keepdim=True).detach()
     e = m.exp()
-    return m, e, e.sum(axis=axis, keepdim=True)
+    return m, e, e.cast(sum_acc_dtype(e.dtype)).sum(axis=axis, keepdim=True)
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     _, e, ss = self._softmax(axis, dtype)
-    return e.div(ss)
+    return e.div(ss).cast(e.dtype)
   def log_softmax(self, axis=-1, dtype=None) -> Tensor:
-    m, _, ss = self._softmax(axis, dtype)
-    return m - ss.log()
+    m, e, ss = self._softmax(axis, dtype)
+    return m - ss.log().cast(e.dtype)
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
     m = self.max(axis=axis, keepdim=True).detach()
-    return (self - m).exp().sum(axis=axis, keepdim=True).log().add(m).reshape(self.sum(axis, keepdim).shape)
+    e = (self - m).exp()
+    ss = e.cast(sum_acc_dtype(e.dtype)).sum(axis=axis, keepdim=True)   # kept wide, as in _softmax
+    return ss.log().cast(e.dtype).add(m).reshape(self.sum(axis, keepdim).shape)
   def logcumsumexp(self, axis: int = 0) -> Tensor:
     "log(cumsum(exp(x))), computed after subtracting the maximum so that exp doesn't overflow."
     axis = _normalize_axis(axis, self.ndim, "logcumsumexp")
