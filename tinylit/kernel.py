@@ -295,8 +295,9 @@ class Kernel(KernelOpts):
     along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
-    # a reduce kernel stores once per output, after its loop: only the loads inside the loop count
-    views = [st for key, st in self.sts.items() if self.reduceop is None or key != self.output_st]
+    # a reduce kernel stores once per output, after its loop: only the loads inside the loop count. A grouped reduce
+    # also stores and loads its partial results in the output's layout (shared memory), so there the output counts too
+    views = [st for key, st in self.sts.items() if self.reduceop is None or self.group_for_reduces or key != self.output_st]
     for i in range(self.first_upcast, self.shape_len):
       if self.full_shape[i] not in self.opts.vector_widths: continue
       strides = [axis_stride(st, i) for st in views]
