@@ -140,3 +140,11 @@ def test_one_graph_binding_a_variable_to_two_values(device):
   p = Variable("p", 0, 5)
   got = (Tensor(p.bind(1), device=device) + Tensor(p.bind(3), device=device) * 10).numpy()
   assert got == 31
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_writes_into_empty_tensors_do_nothing(device):
+  a = Tensor(np.zeros((5, 0), np.float32), device=device)
+  a += 2
+  a.assign(Tensor(np.zeros((5, 0), np.float32), device=device))
+  assert a.numpy().shape == (5, 0)

@@ -184,11 +184,11 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     if x.shape != self.shape: raise ArgumentError(f"assign: shape {x.shape} doesn't match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} doesn't match {self.dtype}")
     if x.device != self.device: x = x.to(self.device)
+    if self.lazydata is x.lazydata or self.numel() == 0: return self
     if any(isinstance(st, int) and st == 0 and not (isinstance(s, int) and s <= 1)
            for v in self._view.views for s, st in zip(v.shape, v.strides)):
       raise RuntimeError(f"assign: the target {self.shape} is an expanded view, where several elements share one memory "
                          "location: write into the tensor it was expanded from, or into a .contiguous() copy")
-    if self.lazydata is x.lazydata or self.numel() == 0: return self
     target, value = self._storage.writable(), x.lazydata
     # `t.assign(t + 1)`: the value's own tensor need not keep it in a buffer of its own (a second kernel); afterwards it
     # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
