@@ -1282,10 +1282,11 @@ def _run_program(prog: Program, device: str, opts: dict, aliases: dict) -> dict:
     if st.out is None and st.op != "realize":
       same = [n for n in names if n != st.srcs[0] and ns[n] is ns[st.srcs[0]]]
       if same: aliases[i] = same
-      # a view (reshape, transpose, ...) of a realized tensor shares its memory, as in torch and numpy, and sees
-      # the update too; the reference doesn't model shared memory, so such a program is left out
-      base = ns[st.srcs[0]].lazydata.base
-      if base.realized is not None and any(ns[n].lazydata.base is base for n in names if n not in same and n != st.srcs[0]):
+      # a view (reshape, transpose, expand, ...) shares the written tensor's memory (its Storage, chapter 1), as in
+      # torch and numpy, and sees the update too; the reference doesn't model shared memory (tests/fuzz_state.py
+      # does), so such a program is left out. A tensor that merely holds the same buffer keeps its old values.
+      storage = ns[st.srcs[0]]._storage
+      if any(ns[n]._storage is storage for n in names if n not in same and n != st.srcs[0]):
         return {"status": "ok", "note": "a view shares the memory an in-place step writes"}
     try: exec(line, ns)
     except Exception as e:
