@@ -5,13 +5,12 @@
 # %% ../nbs/08_runtime.ipynb #8e2eaa1e
 from __future__ import annotations
 import ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 import numpy as np
 from .dtype import DType, dtypes
 from .helpers import cache_dir, getenv
-if TYPE_CHECKING:   # names for type hints only: a kernel's UOps and ProgramSpec come from layers above this one
-  from tinylit.ops import UOp
-  from tinylit.renderer import ProgramSpec
+from .ops import UOp
+from .renderer import ProgramSpec   # the renderer's layer is below this one: launch reads its ProgramSpec
 
 # %% auto #0
 __all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'Compiled', 'is_dtype_supported', 'launch']
