@@ -409,7 +409,7 @@ class OpenCLRenderer(CStyleLanguage):
   global axes and one work-item per element of the local ones)."""
   device = "CL"
   has_local = has_shared = True
-  vector_widths = (2, 4, 8)  # OpenCL has 16 too, but PoCL's LLVM (3.0 here) aborts the process compiling float16
+  vector_widths = (2, 4, 8)  # OpenCL has 16 too, but PyPI's PoCL 3.0 aborts the process compiling float16
   kernel_prefix = "__kernel "
   buffer_prefix = "__global "
   smem_prefix = "__local "
