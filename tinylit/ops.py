@@ -283,9 +283,11 @@ class UOp(metaclass=UOpMetaClass):
     return memo[self]
   @property
   def sym_infer(self):
-    "The value of a closed expression (no ranges or variables left)."
-    if self.op is Ops.CONST: return self.arg
-    return exec_alu(self.op, self.dtype, [s.sym_infer for s in self.src])
+    "The value of a closed expression (no ranges or variables left); a node shared by several others is computed once."
+    vals: dict[UOp, Any] = {}
+    for u in self.toposort:   # sources first; what hangs below a constant (a kernel's VIEW) has no value
+      vals[u] = u.arg if u.op is Ops.CONST else exec_alu(u.op, u.dtype, [vals[s] for s in u.src]) if u.op in python_alu else None
+    return vals[self]
 
 # %% ../nbs/03_uop.ipynb #962278ba
 _SYMBOLS = {Ops.ADD: "+", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
@@ -373,6 +375,13 @@ def smin(a: sint, b: sint) -> sint:
 def sym_infer(x: sint, var_vals: dict[UOp, int] | None = None) -> int:
   "The value of size `x` with its variables set: by `var_vals`, or by the values bound into it."
   if isinstance(x, int): return x
+  return _sym_infer(x, tuple(sorted((var_vals or {}).items(), key=lambda kv: kv[0].arg)))
+
+# a cache: every kernel launch asks for its FLOP count (a symbolic kernel's is an expression in its variables), and a
+# token-by-token generation asks for the same few values over and over
+@functools.lru_cache(maxsize=4096)
+def _sym_infer(x: UOp, var_vals: tuple[tuple[UOp, int], ...]) -> int:
+  var_vals = dict(var_vals)
   sub = {u: u.const_like(u.val) for u in x.toposort if u.op is Ops.BIND}
   sub.update({v: v.const_like(val) for v, val in (var_vals or {}).items()})
   closed = x.substitute(sub)
