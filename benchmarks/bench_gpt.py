@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as TF
 
-from tinylit import Tensor, TinyJit, nn
-from tinylit.models.gpt import GPT, Generator, GPTConfig
+from tinylit import Tensor, nn
+from tinylit.models.gpt import GPT, Generator, GPTConfig, make_train_step
 from tinylit.nn.state import get_parameters, get_state_dict
 from tinylit.ops import sym_infer
 
@@ -89,15 +89,7 @@ def tinylit_training(cfg: GPTConfig, bs: int, device: str):
   for p in params: p.to_(device)
   params[0].realize(*params[1:])
   opt = nn.optim.AdamW(params, lr=1e-3)
-  @TinyJit
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-    return loss
-  return model, step
+  return model, make_train_step(model, opt)
 
 
 def batches(cfg: GPTConfig, bs: int, n: int) -> list[np.ndarray]:

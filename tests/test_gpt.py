@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from devices import DEVICES
 
-from tinylit import Tensor, TinyJit
-from tinylit.models.gpt import GPT, CharTokenizer, Generator, GPTConfig, sample, shakespeare_archive
+from tinylit import Tensor
+from tinylit.models.gpt import GPT, CharTokenizer, Generator, GPTConfig, make_train_step, sample, shakespeare_archive
 from tinylit.nn.state import get_parameters, get_state_dict
 from tinylit.ops import Variable, resolve
 from tinylit.realize import method_cache
@@ -110,14 +110,7 @@ def test_a_few_jitted_training_steps_lower_the_loss(device):
   params = get_parameters(model)
   params[0].realize(*params[1:])
   opt = nn.optim.AdamW(params, lr=1e-2)
-  @TinyJit
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-    return loss
+  step = make_train_step(model, opt)
   data = np.array(CharTokenizer(TEXT).encode(TEXT), np.int32)
   windows = np.stack([data[i:i + TINY.max_context + 1] for i in range(0, 40, 10)])
   x, y = windows[:, :-1], windows[:, 1:]

