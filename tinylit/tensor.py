@@ -192,7 +192,8 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     target, value = self._storage.writable(), x.lazydata
     # `t.assign(t + 1)`: the value's own tensor need not keep it in a buffer of its own (a second kernel); afterwards it
     # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
-    sole = value.base is value and value.realized is None and list(x._storage.tensors.values()) == [x]
+    sharers = list(x._storage.tensors.values())
+    sole = value.base is value and value.realized is None and len(sharers) == 1 and sharers[0] is x
     if sole: holders[value].pop(id(x), None)
     run_schedule(create_schedule([target.assign(value, self._view)]))
     if sole: x.lazydata = target._view(self._view)
