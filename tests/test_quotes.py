@@ -99,13 +99,18 @@ def found(quote: str, lines: list[str]) -> bool:
     return any(in_line(line) for line in lines)
 
 
-def sections(nb) -> list[int]:
-    "For each cell, the index of the cell that starts its section (a `#` or `##` heading)."
+def sections(nb) -> list[set[int]]:
+    """For each cell, the sections it is in, each named by the cell whose `#` or `##` heading starts it: one, or two for
+    a markdown cell whose text runs on from the section before into a heading of its own."""
     start, out = 0, []
     for i, c in enumerate(nb.cells):
-        if c.cell_type == "markdown" and any(level <= 2 for level, _ in course.headings(course.source(c))):
+        md = course.source(c) if c.cell_type == "markdown" else ""
+        if any(level <= 2 for level, _ in course.headings(md)):
+            before = start if course.HEADING.match(md.lstrip().splitlines()[0]) is None else None
             start = i
-        out.append(start)
+            out.append({start} | ({before} if before is not None else set()))
+        else:
+            out.append({start})
     return out
 
 
@@ -117,10 +122,8 @@ def quote_problems(nb, notebook: str) -> list[str]:
         if c.cell_type != "markdown":
             continue
         qs = quotes(course.source(c))
-        if not qs:
-            continue
         for q in qs:
-            lines = [ln for j, d in enumerate(nb.cells) if d.cell_type == "code" and (q.chapter or section[j] == section[i])
+            lines = [ln for j, d in enumerate(nb.cells) if d.cell_type == "code" and (q.chapter or section[j] & section[i])
                      for ln in output_lines(d)]  # fmt: skip
             if not found(q.text, lines):
                 near = difflib.get_close_matches(normal(q.text), lines, n=1, cutoff=0.3)
@@ -185,6 +188,8 @@ def test_checker_looks_in_the_section_only():
     problems = quote_problems(nb, "t.ipynb")
     assert len(problems) == 1 and "t.ipynb cell 3" in problems[0] and "scheduled 3 kernels" in problems[0], problems
     nb.cells[3].source = "### Two\n\nIt says <samp>scheduled 2 kernels</samp>."  # a subsection: still section One
+    assert quote_problems(nb, "t.ipynb") == []
+    nb.cells[3].source = "It says <samp>scheduled 2 kernels</samp>.\n\n## Two"  # the text before a heading: section One
     assert quote_problems(nb, "t.ipynb") == []
     nb.cells[3].source = "## Two\n\nAbove: <samp data-scope=\"chapter\">scheduled 2 kernels</samp>."  # said so
     assert quote_problems(nb, "t.ipynb") == []
