@@ -217,3 +217,29 @@ def test_checker_looks_in_the_section_only():
     assert quote_problems(nb, "t.ipynb") == []
     nb.cells[3].source = "## Two\n\nAbove:\n\n<!-- quote: chapter -->\n```\nscheduled 4 kernels\n```"
     assert len(quote_problems(nb, "t.ipynb")) == 1
+
+
+# The three drifts issue 20 found, as the chapters had them (main at 4b05621), with their quotes marked.
+ORIGINAL_DRIFTS = {
+    "00's DEBUG=2 line: quoted with the figures of an older run": (
+        "<!-- quote -->\n```\n*** CPU        3 r_2_8_32_256_16_8    arg  3 mem  0.00 GB tm    484.57us/     1.30ms "
+        "(   69.25 GFLOPS    1.62 GB/s)\n```",
+        "*** CPU        3 r_2_8_32_256_16_8                         arg  3 mem  0.00 GB tm    307.57us/     0.91ms "
+        "(   109.09 GFLOPS    2.56 GB/s)\n",
+    ),
+    "08b's kernel number: the quoted line says 5, the run printed 7": (
+        "<!-- quote -->\n```\n*** CPU        5 r_4 … arg  3 mem … GB tm …\n```",
+        "*** CPU        7 r_4                                       arg  3 mem  0.00 GB tm     16.41us/     0.45ms "
+        "(     0.00 GFLOPS    0.00 GB/s)\n",
+    ),
+    "09's 'last replay': the label's values are the capture's, t = 2, not the last replay's, t = 20": (
+        "After 20 steps the last replay's values are <samp>`{'t': 20}`</samp>.",
+        "variables: [('t', 1, 32)] | last replay's values: {'t': 2}\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ORIGINAL_DRIFTS)
+def test_catches_the_drifts_of_issue_20(case):
+    md, output = ORIGINAL_DRIFTS[case]
+    assert quote_problems(_nb(("md", "# T"), ("md", md), ("code", "run()", output)), "t.ipynb"), case
