@@ -155,3 +155,13 @@ def test_unnamed_dtype_does_not_wrap():
   assert Tensor(2**40).dtype == dtypes.int64 and Tensor(2**63).dtype == dtypes.uint64
   with pytest.raises(OverflowError, match="1180591620717411303424"): Tensor(2**70)
   with pytest.raises(OverflowError): Tensor([-1, 2**63])   # uint64 would be needed, and it has no -1
+
+
+# ---- tinygrad's helpers that its tests use
+def test_helpers_temp(tmp_path, monkeypatch):
+  "helpers.temp(name): a path in the system's temporary folder (tinygrad's test_copy_from_numpy_unaligned writes there)."
+  from tinylit.helpers import temp
+  monkeypatch.setenv("TMPDIR", str(tmp_path))
+  import tempfile
+  monkeypatch.setattr(tempfile, "tempdir", None)   # forget the cached folder, so TMPDIR is read again
+  assert temp("scratch.bin") == str(tmp_path / "scratch.bin")
