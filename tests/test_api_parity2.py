@@ -165,3 +165,11 @@ def test_helpers_temp(tmp_path, monkeypatch):
   import tempfile
   monkeypatch.setattr(tempfile, "tempdir", None)   # forget the cached folder, so TMPDIR is read again
   assert temp("scratch.bin") == str(tmp_path / "scratch.bin")
+
+
+def test_symbolic_pad_that_may_be_negative_under_no_grad():
+  "Where no graph is recorded (Tensor.test(), tinygrad's no_grad) there is no gradient to get wrong: the pad runs."
+  pos = Variable("pos", 1, 8).bind(8)
+  x = Tensor.arange(9, requires_grad=True).float()
+  with Tensor.test():
+    np.testing.assert_array_equal(x.reshape(pos + 1).pad((0, 8 - pos - 1)).numpy(), np.arange(8))

@@ -94,7 +94,7 @@ class ShapeMethods:
     arg = tuple(_check_sints(p, "pad", "paddings") for p in arg)
     if mode != "constant" and any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)):
       raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs mode 'constant', got {mode!r}")
-    if self.requires_grad and any(isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p):
+    if self.requires_grad and not type(self).no_grad and any(isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p):
       shown = ", ".join("(" + ", ".join(v.render() if isinstance(v, UOp) else str(v) for v in p) + ")" for p in arg)
       raise NotImplementedError(f"pad: the symbolic padding ({shown}) is negative (a crop) for some values of its variables, "
                                 "where its gradient would read past the edge; pad a tensor that needs no gradient")
