@@ -173,3 +173,19 @@ def test_symbolic_pad_that_may_be_negative_under_no_grad():
   x = Tensor.arange(9, requires_grad=True).float()
   with Tensor.test():
     np.testing.assert_array_equal(x.reshape(pos + 1).pad((0, 8 - pos - 1)).numpy(), np.arange(8))
+
+
+# ---- ShapeTracker.real_strides, and the one form of a view with no elements
+@pytest.mark.parametrize("device", DEVICES)
+def test_real_strides(device):
+  "tinygrad's TestZeroShapeTensor.test_shape_stride, plus the strides of a transpose, a broadcast and a padded view."
+  for shape in ((3, 2, 0), (3, 0, 2), (0,)):
+    t = Tensor.empty(*shape, device=device)
+    assert t.lazydata.st.real_strides() == (0,) * len(shape)
+    assert t.numpy().shape == shape and (t + 1).reshape(-1).numpy().shape == (0,)
+  x = Tensor.arange(12, device=device).reshape(3, 4)
+  assert x.T.lazydata.st.real_strides() == (1, 4)
+  assert x[:, :1].expand(3, 5).lazydata.st.real_strides() == (4, 0)
+  padded = x.pad(((1, 1), None)).lazydata.st
+  assert padded.real_strides() == (None, 1) and padded.real_strides(ignore_valid=True) == (4, 1)
+  assert x.T.reshape(12).lazydata.st.real_strides() == (None,)   # across two views: no single stride
