@@ -100,8 +100,10 @@ class dtypes:
     if dtypes.is_float(dtype): return float(np.array(val, dtype=dtype.np)) if dtype != dtypes.float64 else float(val)
     if dtype == dtypes.bool: return bool(val)
     if isinstance(val, float) and (math.isnan(val) or math.isinf(val)): return 0
-    return int(np.array(int(val) if not isinstance(val, bool) else val).astype(dtype.np, casting="unsafe").item()) \
-      if abs(int(val)) < 2**64 else 0
+    # two's complement: keep the low bits, and read the top one as the sign where the dtype has one
+    bits = 8 * dtype.itemsize
+    low = int(val) % 2**bits
+    return low - 2**bits if not dtypes.is_unsigned(dtype) and low >= 2**(bits - 1) else low
   @staticmethod
   def min(dtype: DType):
     if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2**(8*dtype.itemsize-1)

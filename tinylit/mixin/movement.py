@@ -92,14 +92,19 @@ class ShapeMethods:
     if len(arg) != self.ndim: raise ArgumentError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
     if any(len(p) != 2 for p in arg): raise ArgumentError(f"pad: each axis needs a (before, after) pair, got {padding}")
     arg = tuple(_check_sints(p, "pad", "paddings") for p in arg)
-    if any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)) and (mode != "constant" or value != 0 or any(
-        isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p)):
-      raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs paddings >= 0, "
-                                "mode 'constant' and value 0")
+    if mode != "constant" and any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)):
+      raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs mode 'constant', got {mode!r}")
+    if self.requires_grad and not type(self).no_grad and any(isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p):
+      shown = ", ".join("(" + ", ".join(v.render() if isinstance(v, UOp) else str(v) for v in p) + ")" for p in arg)
+      raise NotImplementedError(f"pad: the symbolic padding ({shown}) is negative (a crop) for some values of its variables, "
+                                "where its gradient would read past the edge; pad a tensor that needs no gradient")
     if mode == "constant":  # crop first (negative amounts), then pad with zeros, then put `value` where the padding is
-      crops = any(isinstance(v, int) and v < 0 for p in arg for v in p)
-      x = self.shrink(tuple((-smin(b, 0), s + smin(a, 0)) for (b, a), s in zip(arg, self.shape))) if crops else self
-      grow = tuple((smax(b, 0), smax(a, 0)) for b, a in arg)
+      # a symbolic amount goes to the view as it is, even one that is negative for some values of its variables
+      # (8 - n - 1 at n = 8): where it is, the view's mask reaches past the edge, which reads as the crop
+      crop_by = lambda v: smin(v, 0) if isinstance(v, int) else 0
+      crops = any(crop_by(v) < 0 for p in arg for v in p)
+      x = self.shrink(tuple((-crop_by(b), s + crop_by(a)) for (b, a), s in zip(arg, self.shape))) if crops else self
+      grow = tuple(tuple(smax(v, 0) if isinstance(v, int) else v for v in p) for p in arg)
       if all(p == (0, 0) for p in grow): return x
       if value == 0: return F.Pad.apply(x, arg=grow)
       inside = F.Pad.apply(type(self).ones(*x.shape, dtype=dtypes.bool, device=self.device), arg=grow)
