@@ -231,17 +231,18 @@ def _human(nbytes: int) -> str:
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
-  intermediate buffers sharing memory where their lifetimes allow (the memory planner, at the end of this chapter).
+  intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a).
   Nothing in the graph changes until the items have run (`items_ran`): you can look at a schedule for free. A graph
   whose structure became one kernel before gets that kernel again (`_graph_key`, below)."""
   # one output whose graph's structure was seen before: the same kernel on this graph's buffers
-  key = _graph_key(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else None
-  if (si := _cached_item(outs[0].base, key)) is not None:
-    _computes[si] = outs[0].base
+  out = outs[0].base if len(outs) == 1 else None
+  key = _graph_key(out) if out is not None and out.realized is None else None
+  if (si := _cached_item(out, key)) is not None:
+    _computes[si] = out
     schedule = [si]
   else:
     scheduler = Scheduler()
-    for out in outs: scheduler.schedule_base(out.base)
+    for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
     for si, base in zip(schedule, scheduler.computes): _computes[si] = base
     _remember(key, schedule)
