@@ -127,6 +127,18 @@ def test_same_structure_same_kernel_right_buffers(dev):
 
 
 @pytest.mark.parametrize("dev", DEVICES)
+def test_cached_kernels_with_two_inputs_on_one_buffer(dev):
+  "Two bases on one Buffer, then the same structure on two buffers, and again: each kernel argument gets its own input."
+  from tinylit.lazy import LazyBuffer
+  a_np, b_np = np.arange(4, dtype=np.float32), np.full(4, 10, dtype=np.float32)
+  buf, other = realized(dev, a_np).lazydata.base.buffer, realized(dev, b_np)
+  def on(buffer): return Tensor(LazyBuffer.from_buffer(buffer, (4,)), device=dev)
+  for _ in range(2):
+    np.testing.assert_array_equal((on(buf) * 2 + on(buf)).numpy(), a_np * 3)
+    np.testing.assert_array_equal((on(buf) * 2 + other).numpy(), a_np * 2 + b_np)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
 def test_cached_kernels_keep_the_sign_of_zero(dev):
   "-0.0 == 0.0 in Python: the structure key must still tell the two constants apart."
   x = realized(dev, np.ones(4))

@@ -301,9 +301,10 @@ def _cached_item(out: LazyBuffer, key: tuple | None) -> ScheduleItem | None:
 
 def _remember(key: tuple | None, schedule: list[ScheduleItem]) -> None:
   "Remember a graph that became one kernel (a few thousand graphs at most: a bound variable's value is in the key)."
-  if key is None or len(schedule) != 1: return
-  first = {}
-  for k, base in enumerate(key[1]): first.setdefault(id(base.buffer), k)
+  # two inputs on one Buffer (an assign's result and its target) would leave it unclear which input a kernel
+  # argument came from: such a graph is not remembered
+  if key is None or len(schedule) != 1 or len({id(base.buffer) for base in key[1]}) != len(key[1]): return
+  first = {id(base.buffer): k for k, base in enumerate(key[1])}
   if any(id(b) not in first for b in schedule[0].inputs): return
   if len(_kernel_cache) >= 4096: _kernel_cache.clear()
   _kernel_cache[key[0]] = (schedule[0].ast, tuple(first[id(b)] for b in schedule[0].inputs))
