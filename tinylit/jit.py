@@ -14,7 +14,7 @@ from .device import Buffer
 from .helpers import DEBUG, JIT
 from .ops import Ops, UOp, sint
 from .realize import ExecItem, capturing
-from .schedule import _internal_memory_planner
+from .memory import internal_memory_planner
 
 # %% auto #0
 __all__ = ['JitError', 'TinyJit']
@@ -101,7 +101,7 @@ class TinyJit:
           raise JitError(f"TinyJit: {arg_name} changed from {self.expected_args.get(arg_name)!r} to {value!r}; the captured "
                          "kernels have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
       for (j, i), n in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_buffers[n]
-      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals}, jit=True)
+      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals} if var_vals else None, jit=True)
       ret = _map_tensors(self.ret, lambda t: self._replayed(t, inputs, var_vals))
     elif self.cnt == 1:
       self.expected, self.expected_args = signature, self._other_args(args, kwargs)
@@ -117,7 +117,7 @@ class TinyJit:
       # the recording's own intermediates (buffers nothing outside it can see: the planner's views; inputs, weights,
       # gradients and outputs may belong to a tensor) share memory where their lifetimes across the whole step allow
       keep = {b for ei in captured for b in ei.bufs if b._base is None}
-      assigned = _internal_memory_planner([ei.bufs for ei in captured], keep)
+      assigned = internal_memory_planner([ei.bufs for ei in captured], keep)
       for ei in captured: ei.bufs = [assigned.get(b, b) for b in ei.bufs]
       self.jit_cache, self.ret = captured, ret
       position = {id(b): n for n, b in enumerate(input_buffers)}

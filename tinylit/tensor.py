@@ -11,7 +11,7 @@ import numpy as np
 from .dtype import DType, dtypes, to_dtype, bf16_to_float, float_to_bf16
 from .helpers import prod
 from .ops import Ops, UOp
-from .lazy import LazyBuffer, holders
+from .lazy import LazyBuffer
 from .shapetracker import ShapeTracker
 from .device import Buffer, Device
 from .schedule import create_schedule
@@ -98,7 +98,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     # by id: a WeakSet would compare two tensors with ==, which is elementwise here
     storage.tensors[id(self)] = self
     # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
-    holders.setdefault(lb.base, weakref.WeakValueDictionary())[id(self)] = self
+    lb.base.hold(self)
   @property
   def device(self) -> str: return self.lazydata.device
   @property
@@ -197,7 +197,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
     sharers = list(x._storage.tensors.values())
     sole = value.base is value and value.realized is None and len(sharers) == 1 and sharers[0] is x
-    if sole: holders[value].pop(id(x), None)
+    if sole: value.release(x)
     run_schedule(create_schedule([target.assign(value, self._view)]))
     if sole: x.lazydata = target._view(self._view)
     return self
@@ -278,7 +278,7 @@ class Storage:
     to copies of their values instead, made before the write: the written memory stays where it is, which a TinyJit
     recording of the write relies on."""
     if self.root.base is not self.root or not self.has_memory(): self.move_to(self.root.clone())
-    others = {id(t._storage): t._storage for t in holders.get(self.root, {}).values()
+    others = {id(t._storage): t._storage for t in self.root.holders
               if t._storage is not self and t.lazydata.base is self.root}
     for other in others.values(): other.move_to(other.root.clone())
     if self.root.realized is None: run_schedule(create_schedule([self.root]))
