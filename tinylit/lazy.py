@@ -33,7 +33,9 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
   if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): _check_size(st.shape, op.name if op is not None else "buffer")
   cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.ASSIGN, Ops.CONTIGUOUS)
-  key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs), id(base) if base is not None else None)
+  # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
+  arg_key = (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg
+  key = (device, st, dtype, op, arg_key, tuple(id(s) for s in srcs), id(base) if base is not None else None)
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
