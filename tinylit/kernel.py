@@ -188,7 +188,8 @@ class KernelShape:
     move = axis if top else axis + 1
     if move < insert_before: insert_before += 1
     # a view that has size 1 there (the output, along a reduce axis) gets two axes of size 1
-    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1)) + s[axis + 1:])
+    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1))
+                      + s[axis + 1:])
     order = [i for i in range(insert_before) if i != move] + [move] + [i for i in range(insert_before, self.shape_len) if i != move]
     self._permute(order)
 
@@ -292,7 +293,8 @@ class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
     """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other upcast/unroll axes are unrolled into copies."""
+    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other
+    upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
     # a reduce kernel stores once per output, after its loop: only the loads inside the loop count. A grouped reduce
