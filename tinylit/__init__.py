@@ -18,4 +18,5 @@ from .jit import TinyJit
 from .ops import UOp, Variable
 from . import nn
 
-_all_ = ["Tensor", "dtypes", "Device", "GlobalCounters", "Context", "getenv", "DEBUG", "TinyJit", "UOp", "Variable", "nn"]  # nbdev puts these in __all__
+# nbdev puts these in __all__
+_all_ = ["Tensor", "dtypes", "Device", "GlobalCounters", "Context", "getenv", "DEBUG", "TinyJit", "UOp", "Variable", "nn"]

@@ -91,7 +91,8 @@ _TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float
 
 def torch_load(fn: str, device: str | None = None) -> dict[str, Tensor]:
   "The state dict of a torch checkpoint (torch.save's zip format), read with zipfile and pickle: no torch needed."
-  if not zipfile.is_zipfile(fn): raise ArgumentError(f"torch_load: {fn} is not a zip file (torch.save before torch 1.6?): re-save it with a newer torch")
+  if not zipfile.is_zipfile(fn):
+    raise ArgumentError(f"torch_load: {fn} is not a zip file (torch.save before torch 1.6?): re-save it with a newer torch")
   with zipfile.ZipFile(fn) as z:
     pkl = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
     root = pkl[:-len("data.pkl")]
