@@ -566,7 +566,8 @@ NAN_REDUCE = [
   ("nan.max()", "nan.max()"), ("nan.min()", "nan.min()"),
   ("Tensor([[1.0, NAN], [2.0, 3.0]], device=d).max(1)", "T.tensor([[1.0, NAN], [2.0, 3.0]]).amax(1)"),
   ("Tensor([[1.0, NAN], [2.0, 3.0]], device=d).min(0)", "T.tensor([[1.0, NAN], [2.0, 3.0]]).amin(0)"),
-  ("Tensor([[NAN, 1.0, 2.0, 3.0]], device=d).reshape(1, 1, 2, 2).max_pool2d()", "F.max_pool2d(T.tensor([[NAN, 1.0, 2.0, 3.0]]).reshape(1, 1, 2, 2), 2)"),
+  ("Tensor([[NAN, 1.0, 2.0, 3.0]], device=d).reshape(1, 1, 2, 2).max_pool2d()",
+   "F.max_pool2d(T.tensor([[NAN, 1.0, 2.0, 3.0]]).reshape(1, 1, 2, 2), 2)"),
   ("nan.logsumexp(0)", "nan.logsumexp(0)"),
 ]
 

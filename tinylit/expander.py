@@ -9,11 +9,12 @@ from typing import Any
 from .dtype import dtypes
 from .ops import Ops, GroupOp, UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
-from .symbolic import fold_constants, split_add, symbolic
+from .ops import split_add
+from .symbolic import fold_constants, symbolic
 
 # %% auto #0
-__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'vector_cleanup', 'ExpandContext', 'broadcast',
-           'gep', 'expand']
+__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'cleanup', 'vector_cleanup', 'ExpandContext',
+           'broadcast', 'gep', 'expand']
 
 # %% ../nbs/06a_expander.ipynb #6bc078ad
 def _depends(u: UOp, r: UOp | None, memo: dict) -> bool:
@@ -180,14 +181,19 @@ def _flatten(x: UOp) -> UOp | None:
   if not any(s.op is Ops.SINK for s in x.src): return None
   return x.replace(src=tuple(y for s in x.src for y in (s.src if s.op is Ops.SINK else (s,))))
 
+# a load or store that is always valid needs no gate: chapter 6's lowering meets one once simplification proves a
+# view's valid condition True, the expander once a vector's gate is split into lanes. Both use this one rule
+cleanup = PatternMatcher([
+  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
+   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
+])
+
 vector_cleanup = PatternMatcher([
   (UPat((Ops.SINK, Ops.BARRIER), name="x"), _flatten),
   (UPat(Ops.GEP, name="x"), _gep),
   (UPat(Ops.VECTORIZE, name="x"), _vectorize_of),
   (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), fold_constants),
-  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
-   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
-])
+]) + cleanup
 
 def expand(sink: UOp, opts: Any) -> UOp:
   "Vectors for the vector axis, accumulators for reduces, lanes where the device needs them."

@@ -15,11 +15,11 @@ from .ops import UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .symbolic import symbolic
 from .shapetracker import ShapeTracker, View
-from .expander import expand
+from .expander import expand, cleanup
 
 # %% auto #0
-__all__ = ['AXIS_COLORS', 'lowerer', 'cleanup', 'LOOP_ORDER', 'fold_views', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt',
-           'KernelOpts', 'Kernel', 'axis_stride', 'linearize']
+__all__ = ['AXIS_COLORS', 'lowerer', 'LOOP_ORDER', 'fold_views', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt', 'KernelOpts',
+           'Kernel', 'axis_stride', 'get_grouped_dims', 'linearize']
 
 # %% ../nbs/06_linearize.ipynb #5a225959
 # tinygrad's colours for the kinds of axes, in kernel names (DEBUG=2) and in pictures
@@ -188,7 +188,8 @@ class KernelShape:
     move = axis if top else axis + 1
     if move < insert_before: insert_before += 1
     # a view that has size 1 there (the output, along a reduce axis) gets two axes of size 1
-    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1)) + s[axis + 1:])
+    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1))
+                      + s[axis + 1:])
     order = [i for i in range(insert_before) if i != move] + [move] + [i for i in range(insert_before, self.shape_len) if i != move]
     self._permute(order)
 
@@ -292,7 +293,8 @@ class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
     """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other upcast/unroll axes are unrolled into copies."""
+    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other
+    upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
     # a reduce kernel stores once per output, after its loop: only the loads inside the loop count. A grouped reduce
@@ -326,11 +328,24 @@ class Kernel(KernelOpts):
     copies = [r for r in self.ranges() if r.arg[1] == "upcast"]
     stores = [st.substitute(dict(zip(copies, [UOp.const(dtypes.int32, v) for v in vals])))
               for st in lowered.src for vals in itertools.product(*[range(r.src[0].arg) for r in copies])]
-    return graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic + cleanup)
+    # the thread axes become the launch grid's coordinates here, once: every RANGE left is a loop
+    return graph_rewrite(UOp(Ops.SINK, None, tuple(stores)).substitute(self.thread_indices()), symbolic + cleanup)
+
+  def thread_indices(self) -> dict[UOp, UOp]:
+    """Each range that is a thread index rather than a loop, and what it becomes: an expression of `SPECIAL`s, the
+    coordinates a device gives each thread (`get_grouped_dims`). On a GPU-style device (`has_local`) the global, local
+    and group axes; on the CPU, the thread axis. Ranges of symbolic size stay loops (a grid is fixed at launch)."""
+    o, fixed = self.opts, [r for r in self.ranges() if r.src[0].op is Ops.CONST]
+    out = {r: UOp(Ops.SPECIAL, dtypes.int32, (), ("tidx0", r.src[0].arg)) for r in fixed if r.arg[1] == "thread"}
+    if o is not None and o.has_local:
+      glob, loc = [r for r in fixed if r.arg[1] == "global"], [r for r in fixed if r.arg[1] in ("local", "group")]
+      out.update(zip(glob, get_grouped_dims("gidx", [r.src[0].arg for r in glob], o.global_max)))
+      out.update(zip(loc, get_grouped_dims("lidx", [r.src[0].arg for r in loc], o.local_dims_max)))
+    return out
 
   def linearize(self) -> list[UOp]:
     "The kernel as an ordered list of UOps, loops opened and closed: what a renderer turns into source."
-    return linearize(expand(self.lower(), self.opts), self.opts)
+    return linearize(expand(self.lower(), self.opts))
 
 
 def axis_stride(st: ShapeTracker, axis: int) -> int | None:
@@ -401,24 +416,43 @@ lowerer = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, src=(UPat.var("src"),), name="x"), _lower_reduce),
 ])
 
-cleanup = PatternMatcher([
-  # a load or store that is always valid needs no gate
-  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
-   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
-])
+# %% ../nbs/06_linearize.ipynb #1518db7d
+def _thread_dims(sizes: list[int], max_sizes: tuple[int, ...]) -> tuple[list[tuple[int, int, int | None]], tuple[int, ...]]:
+  """For global loops of `sizes` (outermost first): each loop's (grid dimension, divisor, modulus), and the grid.
+  The innermost loop is dimension 0. If there are more loops than dimensions, the outermost ones share the last
+  one, and loop i's index is `(id / product of the sharing loops inside it) % size_i`. A grid too long in some
+  dimension (CUDA's y and z stop at 65535) uses fewer dimensions, sharing more."""
+  n = len(sizes)
+  for max_dims in range(len(max_sizes), 0, -1):
+    shared = max(n - max_dims + 1, 1)  # how many outer loops share dimension n - shared
+    dims = [(n - shared, prod(sizes[i + 1:shared]), s if i > 0 else None) if i < shared else (n - 1 - i, 1, None)
+            for i, s in enumerate(sizes)]
+    grid = [1] * len(max_sizes)
+    for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
+    if all(g <= m for g, m in zip(grid, max_sizes)): return dims, tuple(grid)
+  raise ValueError(f"loops of sizes {sizes} don't fit a grid of at most {max_sizes}")
+
+def get_grouped_dims(prefix: str, sizes: list[int], max_sizes: tuple[int, ...]) -> list[UOp]:
+  """The index of each loop of `sizes` (outermost first) on a grid of at most `max_sizes`: one SPECIAL per grid
+  dimension, named `prefix` and the dimension, divided and taken modulo where loops share a dimension."""
+  dims, grid = _thread_dims(sizes, max_sizes)
+  specials = {d: UOp(Ops.SPECIAL, dtypes.int32, (), (f"{prefix}{d}", grid[d])) for d, _, _ in dims}
+  out = []
+  for dim, divisor, modulus in dims:
+    idx = specials[dim] if divisor == 1 else specials[dim] // divisor
+    out.append(idx if modulus is None else idx % modulus)
+  return out
 
 # %% ../nbs/06_linearize.ipynb #234903c2
-LOOP_ORDER = {"thread": 0, "global": 1, "local": 2, "group": 3, "reduce": 4}
+# the loops a kernel can have: thread indices became SPECIALs when it was lowered (`Kernel.thread_indices`)
+LOOP_ORDER = {"global": 0, "reduce": 1}
 
-def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
+def linearize(sink: UOp) -> list[UOp]:
   """Order the UOps and open/close loops around them. Each UOp goes in the innermost loop it depends on (so
-  loop-invariant work is hoisted out), and after every loop whose accumulated result it reads. On a device with
-  workgroups (`has_local`) global, local and group ranges are thread indices, not loops; CPU threads likewise."""
-  index_kinds = {"thread"} | ({"global", "local", "group"} if opts is not None and opts.has_local else set())
+  loop-invariant work is hoisted out), and after every loop whose accumulated result it reads. Every RANGE is a
+  loop: thread indices are SPECIALs by now (`Kernel.thread_indices`)."""
   topo = sink.toposort
-  # a range of symbolic size is always a loop (its bound is a kernel argument; a grid's size is fixed at launch)
-  def is_loop(u: UOp) -> bool: return u.op is Ops.RANGE and (u.arg[1] not in index_kinds or u.src[0].op is not Ops.CONST)
-  rank = {r: i for i, r in enumerate(sorted([u for u in topo if is_loop(u)], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
+  rank = {r: i for i, r in enumerate(sorted([u for u in topo if u.op is Ops.RANGE], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
   # inside[u]: the loops u runs in. value[u]: the loops its value changes with; an accumulator's value leaves its
   # reduce loops (readers see the sum once they close), and it is declared, and reset, just outside them
   acc_outer: dict[UOp, frozenset] = {}
@@ -429,8 +463,8 @@ def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
       if u.op is Ops.DEFINE_ACC:
         # declared outside its loops; whatever reads it (the update) runs inside them, even adding a constant
         inside[u] = acc_outer.get(u, frozenset())
-        value[u] = inside[u] | {r for r in u.src[1:] if is_loop(r)}
-      elif u.op is Ops.RANGE: inside[u] = value[u] = value[u.src[0]] | ({u} if is_loop(u) else frozenset())
+        value[u] = inside[u] | {r for r in u.src[1:] if r.op is Ops.RANGE}
+      elif u.op is Ops.RANGE: inside[u] = value[u] = value[u.src[0]] | {u}
       else:
         inside[u] = frozenset().union(*[value[s] for s in u.src])
         value[u] = inside[u.src[0]] if u.op is Ops.ASSIGN else inside[u]

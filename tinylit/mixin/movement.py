@@ -36,7 +36,8 @@ class ShapeMethods:
     new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
     new_shape = _check_sints(new_shape, "reshape", "shape")
     if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
-    if c and not all_int(self.shape + new_shape): raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
+    if c and not all_int(self.shape + new_shape):
+      raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
     if c:
       known = prod(s for s in new_shape if s != -1)
       if known == 0 or self.numel() % known: raise ArgumentError(f"reshape: can't reshape {self.shape} into {new_shape}")
@@ -76,7 +77,8 @@ class ShapeMethods:
     arg = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (lo, hi), s in zip(arg, self.shape):
       _check_sints((lo, hi), "shrink", "bounds")
-      if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s): raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
+      if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s):
+        raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else F.Shrink.apply(self, arg=tuple(arg))
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad each axis: one (before, after) per axis (None: none), or torch's flat form (left, right, top, bottom, ...)
@@ -391,7 +393,8 @@ class IndexMethods:
       raise NotImplementedError(f"setitem: a tensor that requires grad can't be written in place ({self.shape}); build a new one")
     if isinstance(v, np.generic): v = v.item()
     if not isinstance(v, T):
-      if not isinstance(v, (bool, int, float)): raise TypeError(f"setitem: can't write a {type(v).__name__} into a {self.dtype} tensor of shape {self.shape}")
+      if not isinstance(v, (bool, int, float)):
+        raise TypeError(f"setitem: can't write a {type(v).__name__} into a {self.dtype} tensor of shape {self.shape}")
       v = T(dtypes.as_const(v, self.dtype), device=self.device, dtype=self.dtype)
     x, cuts, view, tensor_dims = self._index_view(indices)
     v = v.cast(self.dtype).to(self.device)

@@ -20,8 +20,8 @@ class PythonCompiler(Compiler):
 
 # %% ../../nbs/08d_python.ipynb #ff286b7a
 class PythonProgram:
-  """Runs the linear UOps. Every thread of the kernel (each element of its global, local and group ranges) is a lane
-  of numpy arrays, so one op runs for all of them at once; loops are Python loops. A vector adds a last axis."""
+  """Runs the linear UOps. Every thread of the kernel (each combination of its SPECIALs' values) is a lane of numpy
+  arrays, so one op runs for all of them at once; loops (RANGEs) are Python loops. A vector adds a last axis."""
   def __init__(self, name: str, lib: bytes):
     self.name, self.uops = name, parse_python_program(lib.decode())
     self.loop_end = {}  # RANGE position -> its ENDRANGE position
@@ -53,14 +53,15 @@ class PythonProgram:
     var_val = {name: val for name, val in zip(var_names, vals)}
     # a range's end is a constant, except for a loop of symbolic size, whose end is computed when the loop starts
     ends = {i: uops[uops[i][2][0]][3] for i, (op, *_) in enumerate(uops) if op is Ops.RANGE and uops[uops[i][2][0]][0] is Ops.CONST}
-    # one lane per thread: per element of the global, local and group ranges
-    lane_rngs = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] in ("global", "local", "group") and i in ends]
-    lanes = np.indices([ends[i] for i in lane_rngs]).reshape(len(lane_rngs), -1) if lane_rngs else np.zeros((0, 1), dtype=np.int32)
-    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(lane_rngs)}
-    glob = [k for k, pos in enumerate(lane_rngs) if uops[pos][3][1] == "global"]
+    # one lane per thread: per combination of the thread coordinates (SPECIAL, arg (name, size)) chapter 6 wrote
+    specials = [i for i, (op, *_) in enumerate(uops) if op is Ops.SPECIAL]
+    sizes = [uops[i][3][1] for i in specials]
+    lanes = np.indices(sizes).reshape(len(specials), -1) if specials else np.zeros((0, 1), dtype=np.int32)
+    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(specials)}
+    glob = [k for k, pos in enumerate(specials) if uops[pos][3][0][0] == "g"]
     # the workgroup each lane is in, for memory shared by a workgroup (DEFINE_LOCAL)
-    block = np.ravel_multi_index(lanes[glob], [ends[lane_rngs[k]] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
-    nblocks = int(np.prod([ends[lane_rngs[k]] for k in glob])) if glob else 1
+    block = np.ravel_multi_index(lanes[glob], [sizes[k] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
+    nblocks = int(np.prod([sizes[k] for k in glob])) if glob else 1
     v: list = [None] * len(uops)
     pc = 0
     with np.errstate(all="ignore"):
@@ -75,21 +76,18 @@ class PythonProgram:
         elif op is Ops.DEFINE_VAR:
           if not arg[1] <= var_val[arg[0]] <= arg[2]: raise ValueError(f"{self.name}: {arg[0]}={var_val[arg[0]]} is outside [{arg[1]}, {arg[2]}]")
           v[pc] = np.int32(var_val[arg[0]])
+        elif op is Ops.SPECIAL: v[pc] = lane_of[pc]
         elif op is Ops.RANGE:
-          if pc in lane_of: v[pc] = lane_of[pc]
-          else:
-            if pc not in ends or uops[srcs[0]][0] is not Ops.CONST: ends[pc] = int(v[srcs[0]])
-            v[pc] = np.int32(0)
-            if ends[pc] <= 0:
-              pc = self.loop_end[pc] + 1
-              continue
+          if pc not in ends or uops[srcs[0]][0] is not Ops.CONST: ends[pc] = int(v[srcs[0]])
+          v[pc] = np.int32(0)
+          if ends[pc] <= 0:
+            pc = self.loop_end[pc] + 1
+            continue
         elif op is Ops.ENDRANGE:
-          rng = srcs[0]
-          if rng not in lane_of:
-            v[rng] = np.int32(v[rng] + 1)
-            if v[rng] < ends[rng]:
-              pc = rng + 1
-              continue
+          v[srcs[0]] = np.int32(v[srcs[0]] + 1)
+          if v[srcs[0]] < ends[srcs[0]]:
+            pc = srcs[0] + 1
+            continue
         elif op is Ops.BARRIER: pass  # every lane runs each op before any lane runs the next: they are always in step
         elif op is Ops.INDEX: v[pc] = (v[srcs[0]], v[srcs[1]], v[srcs[2]] if len(srcs) == 3 else np.bool_(True))
         elif op is Ops.LOAD:
