@@ -112,6 +112,13 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if _size(k.full_shape) < 1024: return k
   if k.opts.has_local: return _gpu_optimizations(k)
   vec = None  # where the loop of the vector axis's rest is, once the upcasts are in
+  # 0. odd sizes: an output axis that 4 doesn't divide (a prime, a vocabulary of 65) takes no vector and no tile, so
+  #    a reduce pads it (PADTO) up to a multiple that costs at most an eighth more work; padded outputs aren't stored
+  if k.reduceop is not None:
+    for axis in range(k.first_reduce):
+      if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
+        for amt in sorted({*k.opts.vector_widths, 4}, reverse=True):
+          if amt >= 4 and -(-size // amt) * amt - size <= size // 8 and _try(k, Opt(OptOps.PADTO, axis, amt)): break
   if k.reduceop is not None and (plan := _reduce_plan(k)) is not None:
     # 1 and 2. vectors and a register tile: the cheapest plan (`_cost`). Then the vector axis's loop goes outside the
     #    tile's, so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks
