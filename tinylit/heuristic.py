@@ -82,6 +82,10 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
+    if kinds[v] == "global" and max(k.opts.vector_widths) >= 16 and rest[v] % 2 == 0:
+      # a block two vectors wide: 8 rows x 2 vectors, 16 running sums (the 32 vector registers of a CPU with 16-lane
+      # vectors hold them): each row's value loaded serves two vectors, and the reused panel is walked half as often
+      tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0]
     if kinds[v] == "reduce":  # partial sums: 4 x 4 outputs along two axes that inputs are reused across
       reuse = [a for a in outs if any(a not in moving for moving in loads)]
       tiles += [[(t1, 4), (t2, 4)] for t1, t2 in itertools.combinations(reuse, 2) if rest[t1] % 4 == 0 and rest[t2] % 4 == 0]
