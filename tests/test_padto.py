@@ -124,3 +124,15 @@ def test_random_opts_after_padto_match_noopt(device):
         break
     ref, got = run_kernel(si, device, []), run_kernel(si, device, k.applied_opts)
     assert close(got, ref), f"{device} {name} with {k.applied_opts} (OPT_FUZZ_SEED={SEED}, case {case})"
+
+# the rules' other new plans (chapter 6b): a matmul block two vectors wide, 8 rows of partial sums for x @ W.T, and
+# padding of an odd vocabulary; each checked against numpy on every device
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shapes, transposed", [(((64, 48), (48, 96)), False), (((64, 96), (80, 96)), True),
+                                                (((96, 128), (65, 128)), True), (((65, 96), (96, 128)), False)],
+                         ids=["block", "x@W.T", "vocab-65-out", "vocab-65-rows"])
+def test_rules_plans_compute_right(device, shapes, transposed):
+  a, b = _data(11, *shapes[0]), _data(12, *shapes[1])
+  ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+  got = (ta @ tb.T if transposed else ta @ tb).numpy()
+  np.testing.assert_allclose(got, a @ b.T if transposed else a @ b, rtol=1e-4, atol=1e-4)
