@@ -116,12 +116,10 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if k.opts.has_local: return _gpu_optimizations(k)
   vec = None  # where the loop of the vector axis's rest is, once the upcasts are in
   # 0. odd sizes: an output axis that 4 doesn't divide (a prime, a vocabulary of 65) takes no vector and no tile, so
-  #    a reduce pads it (PADTO) up to a multiple that costs at most an eighth more work; padded outputs aren't stored
+  #    a reduce pads it (PADTO) up to a multiple that costs at most an eighth more work, where the plan then splits it
+  #    (elsewhere padding would only add masks); padded outputs aren't stored
   if k.reduceop is not None:
-    for axis in range(k.first_reduce):
-      if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
-        for amt in sorted({*k.opts.vector_widths, 4}, reverse=True):
-          if amt >= 4 and -(-size // amt) * amt - size <= size // 8 and _try(k, Opt(OptOps.PADTO, axis, amt)): break
+    for pad in _pays(k, _odd_pads(k)): _try(k, pad)
   if k.reduceop is not None and (plan := _reduce_plan(k)) is not None:
     # 1 and 2. vectors and a register tile: the cheapest plan (`_cost`). Then the vector axis's loop goes outside the
     #    tile's, so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks
@@ -147,6 +145,24 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
+
+def _odd_pads(k: Kernel) -> list[Opt]:
+  "PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most 1/8."
+  pads = []
+  for axis in range(k.first_reduce):
+    if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
+      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 8), None)
+      if amt is not None: pads.append(Opt(OptOps.PADTO, axis, amt))
+  return pads
+
+def _pays(k: Kernel, pads: list[Opt]) -> list[Opt]:
+  "The pads whose axis the reduce plan of the padded kernel splits (a trial kernel, all pads applied at once)."
+  if not pads: return []
+  trial = Kernel(k.ast, k.opts)
+  for opt in k.applied_opts + pads:
+    if not _try(trial, opt): return []
+  plan = _reduce_plan(trial)
+  return [pad for pad in pads if plan is not None and any(axis == pad.axis for axis, _ in plan)]
 
 def _copies(k: Kernel) -> int:
   "How many separate accumulators (copies of the loop body) the upcast and unroll axes that aren't vectors make."
