@@ -116,7 +116,7 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if k.opts.has_local: return _gpu_optimizations(k)
   vec = None  # where the loop of the vector axis's rest is, once the upcasts are in
   # 0. odd sizes: an output axis that 4 doesn't divide (a prime, a vocabulary of 65) takes no vector and no tile, so
-  #    a reduce pads it (PADTO) up to a multiple that costs at most an eighth more work, where the plan then splits it
+  #    a reduce pads it (PADTO) up to a multiple that costs at most a quarter more work, where the plan then splits it
   #    (elsewhere padding would only add masks); padded outputs aren't stored
   if k.reduceop is not None:
     for pad in _pays(k, _odd_pads(k)): _try(k, pad)
@@ -140,18 +140,21 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if vec is not None and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.UPCAST, vec, 8)) or _try(k, Opt(OptOps.UPCAST, vec, 4))
     elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
   # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
-  #    one contiguous part), if there is enough work to pay for waking them
-  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16:
+  #    one contiguous part), if there is enough work to pay for waking them (some microseconds): 64K points of an
+  #    elementwise kernel; a reduce that reads 256 KB or runs a million points (a small matmul in registers doesn't)
+  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16 and \
+     (k.reduceop is None or _size(k.full_shape) >= 1 << 20 or _bytes_read(k) >= 1 << 18):
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
 
 def _odd_pads(k: Kernel) -> list[Opt]:
-  "PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most 1/8."
+  """PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most a quarter
+  (65 to 80: a 16-lane vector more than pays for the extra work)."""
   pads = []
   for axis in range(k.first_reduce):
     if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
-      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 8), None)
+      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
       if amt is not None: pads.append(Opt(OptOps.PADTO, axis, amt))
   return pads
 
@@ -163,6 +166,11 @@ def _pays(k: Kernel, pads: list[Opt]) -> list[Opt]:
     if not _try(trial, opt): return []
   plan = _reduce_plan(trial)
   return [pad for pad in pads if plan is not None and any(axis == pad.axis for axis, _ in plan)]
+
+def _bytes_read(k: Kernel) -> int:
+  "About how many bytes the kernel's loads touch: each buffer's elements that its view moves over (not the repeats)."
+  loads = [(u.src[1].arg.views[0], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
+  return sum(prod(s if isinstance(s, int) else s.vmax for s, st in zip(v.shape, v.strides) if st != 0) * size for v, size in loads)
 
 def _copies(k: Kernel) -> int:
   "How many separate accumulators (copies of the loop body) the upcast and unroll axes that aren't vectors make."
