@@ -49,13 +49,20 @@ def _fold_load(ctx: ExpandContext, x: UOp, idx: UOp) -> UOp | None:
   buf, addr, valid = idx.src[0], idx.src[1], idx.src[2] if len(idx.src) == 3 else UOp.const(dtypes.bool, True)
   if not (ctx.depends(addr) or ctx.depends(valid)) or x.dtype.count > 1: return None
   w = ctx.width
-  if (split := _split_lane(ctx, addr)) is not None and split[1] == 1 and not ctx.depends(valid):
+  contiguous = (split := _split_lane(ctx, addr)) is not None and split[1] == 1
+  if contiguous and not ctx.depends(valid):
     # consecutive elements: one vector load from `base`
     vidx = UOp(Ops.INDEX, x.dtype.vec(w), (buf, split[0], valid))
     return UOp(Ops.LOAD, x.dtype.vec(w), (vidx, *x.src[1:]))
   # anything else (a stride, a mask along the lanes): one load per lane, gathered into a vector
   loads = [UOp(Ops.LOAD, x.dtype, (UOp(Ops.INDEX, x.dtype, (buf, ctx.at(addr, i), ctx.at(valid, i))), *x.src[1:])) for i in range(w)]
-  return UOp(Ops.VECTORIZE, x.dtype.vec(w), tuple(loads))
+  gathered = UOp(Ops.VECTORIZE, x.dtype.vec(w), tuple(loads))
+  if not contiguous: return gathered
+  # consecutive elements with a mask along the lanes (the end of an axis that PADTO padded): where every lane is
+  # valid, which is nearly everywhere, one vector load; the lane-by-lane gather only at the edge
+  every = functools.reduce(lambda a, b: a & b, [ctx.at(valid, i) for i in range(w)])
+  whole = UOp(Ops.LOAD, x.dtype.vec(w), (UOp(Ops.INDEX, x.dtype.vec(w), (buf, split[0], every)), *x.src[1:]))
+  return UOp(Ops.WHERE, x.dtype.vec(w), (UOp(Ops.VECTORIZE, dtypes.bool.vec(w), (every,) * w), whole, gathered))
 
 def _fold_store(ctx: ExpandContext, idx: UOp, val: UOp) -> UOp | None:
   buf, addr, gate = idx.src[0], idx.src[1], idx.src[2] if len(idx.src) == 3 else UOp.const(dtypes.bool, True)
@@ -127,6 +134,11 @@ def gep(x: UOp, i: int) -> UOp: return UOp(Ops.GEP, x.dtype.scalar(), (x,), i)
 
 def _devectorize_alu(ctx: ExpandContext, x: UOp) -> UOp | None:
   if x.dtype.count == 1 or ctx.opts.supports_vector(x): return None
+  # one condition for every lane (`_fold_load`'s masked load): a choice between two whole vectors, where the device
+  # has vector adds (C's `c ? a : b` takes vectors), instead of a choice per lane
+  if x.op is Ops.WHERE and ctx.opts.supports_vector(x.replace(op=Ops.ADD, src=x.src[1:])):
+    if (c := x.src[0]).dtype.count == 1: return None
+    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): return x.replace(src=(c.src[0], *x.src[1:]))
   return UOp(Ops.VECTORIZE, x.dtype, tuple(UOp(x.op, x.dtype.scalar(), tuple(gep(s, i) for s in x.src), x.arg)
                                            for i in range(x.dtype.count)))
 
