@@ -153,12 +153,21 @@ def _bitcast_sources(renderer) -> list[str]:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_cuda_source_compiles(arch):
-  "NVRTC (no GPU needed) compiles the CUDA renderer's bitcasts: its intrinsics, with half and bfloat16 too."
+  """NVRTC (no GPU needed) compiles the CUDA renderer's bitcasts: its intrinsics, with half and bfloat16 too, and a
+  fused bitcast with the GPU opts (float4 loads split into lanes)."""
   from test_cuda import _nvrtc_missing
   if (why := _nvrtc_missing()) is not None: pytest.skip(why)
-  from tinylit.renderer import CUDARenderer
+  from tinylit.heuristic import _gpu_optimizations
+  from tinylit.kernel import Kernel
+  from tinylit.renderer import CUDARenderer, ProgramSpec
   from tinylit.runtime.ops_cuda import CUDACompiler
-  for src in _bitcast_sources(CUDARenderer()): CUDACompiler(arch).compile(src)
+  srcs = _bitcast_sources(CUDARenderer())
+  x = Tensor.empty(64, 64, device="CPU")
+  ast = next(si.ast for si in ((x * 2).bitcast(dtypes.int32) + 1).schedule() if si.ast.op is Ops.SINK)
+  k = _gpu_optimizations(Kernel(ast, CUDARenderer()))
+  srcs.append(ProgramSpec.from_uops(k.name, k.linearize(), k.opts, k.applied_opts).src)
+  assert "float4" in srcs[-1] and "__float_as_int" in srcs[-1]
+  for src in srcs: CUDACompiler(arch).compile(src)
 
 
 def test_metal_source():
