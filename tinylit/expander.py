@@ -110,7 +110,7 @@ def _vectorize_store(ctx: ExpandContext, idx: UOp, val: UOp) -> UOp | None:
 
 vectorize = PatternMatcher([
   (UPat(Ops.RANGE, name="r"), lambda ctx, r: UOp.const(dtypes.int32.vec(ctx.width), tuple(range(ctx.width))) if r is ctx.lane else None),
-  (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), _vectorize_alu),
+  (UPat(tuple(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}), name="x"), _vectorize_alu),
   (UPat(Ops.REDUCE, name="x"), _vectorize_reduce),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("val"))), _vectorize_store),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: x.replace(dtype=x.src[0].dtype.scalar()) if x.dtype != x.src[0].dtype.scalar() else None),
@@ -166,7 +166,7 @@ def _devectorize_assign(ctx: ExpandContext, x: UOp) -> UOp | None:
                                            for i in range(x.dtype.count)))
 
 devectorize = PatternMatcher([
-  (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), _devectorize_alu),
+  (UPat(tuple(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}), name="x"), _devectorize_alu),
   (UPat(Ops.DEFINE_ACC, name="x"), _devectorize_acc),
   (UPat(Ops.ASSIGN, name="x"), _devectorize_assign),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), _devectorize_load),

@@ -137,8 +137,13 @@ class LazyBuffer:
     return self.base.arg
 
   # ---- ops that make a new base
-  def cast(self, dtype: DType) -> LazyBuffer:
+  def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
+    "The values as `dtype`; with `bitcast`, the same bits read as `dtype`, which must have the same item size."
     if dtype == self.dtype: return self
+    if bitcast:
+      if dtype.itemsize != self.dtype.itemsize:
+        raise ValueError(f"bitcast: {self.dtype} -> {dtype} changes the item size, a kernel can't do that elementwise")
+      return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.BITCAST, None, (self,))
     if self.is_unrealized_unmasked_const():
       return LazyBuffer.metaop(Ops.CONST, self.shape, dtype, self.device, exec_alu(Ops.CAST, dtype, [self.const_arg]))
     return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.CAST, None, (self,))

@@ -31,6 +31,7 @@ class Ops(Enum):
   VECTORIZE = auto(); GEP = auto()
   # unary
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); CAST = auto()
+  BITCAST = auto()   # the same bits read as another dtype of the same item size (chapter 1f)
   # binary
   ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()
   AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()

@@ -172,6 +172,7 @@ string_rewrite = PatternMatcher([
   (UPat(Ops.BARRIER), lambda ctx: ctx.barrier),
   (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: f"{ctx.r[x.src[0]]} = {ctx.r[x.src[1]]};"),
   (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.render_cast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
+  (UPat(Ops.BITCAST, name="x"), lambda ctx, x: ctx.render_bitcast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
   (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.render_vector(x.dtype, [ctx.r[s] for s in x.src])),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.render_gep(ctx.r[x.src[0]], x.arg)),
   (UPat(tuple(GroupOp.ALU), name="x"), _render_alu),
@@ -228,6 +229,16 @@ class CStyleLanguage(Renderer):
     if dt != dtypes.uint64: return f"({cast}{truncate(x)})"
     # from 2**63 up, a uint64 is 2**63 plus the rest (C's cast of a value in range is defined; this is the same)
     return f"(({x}>={lit(half)})?({cast}{truncate(f'({x}-{lit(half)})')}+{_render_const(self, UOp.const(dt, half))}):{cast}{truncate(x)})"
+  def render_bitcast(self, dt: DType, x: str, src_dt: DType) -> str:
+    """The bits of `x` read as `dt`, of the same item size. A bfloat16 already is its bits (a uint16 here), and a cast
+    between ints of one size keeps the bits; a float's bits need each language's own way (`render_float_bits`)."""
+    dt, src_dt = (dtypes.uint16 if d == dtypes.bfloat16 else d for d in (dt, src_dt))
+    if dt == src_dt: return x
+    if not (dtypes.is_float(dt) or dtypes.is_float(src_dt)): return f"(({self.render_dtype(dt)})({x}))"
+    return self.render_float_bits(dt, x, src_dt)
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str:
+    # C: a union written as one member and read as the other (a compound literal, so `x` needn't be a variable)
+    return f"(((union {{ {self.render_dtype(src_dt)} a; {self.render_dtype(dt)} b; }}){{.a = {x}}}).b)"
   def render_int_div(self, x: UOp, a: str, b: str) -> str:
     """Integer `/` and `%` as chapter 3 defines them: x/0 and x%0 are 0, and INT_MIN/-1 wraps to INT_MIN.
     C leaves both undefined, and on x86 either one kills the process."""
@@ -386,6 +397,7 @@ class OpenCLRenderer(CStyleLanguage):
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
   supports_vector = _c_supports_vector   # the same vectors as GCC's: any load or store, float arithmetic
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str: return f"as_{self.render_dtype(dt)}({x})"
   def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"(({self.render_dtype(dt)})({','.join(lanes)}))"
   def render_gep(self, x: str, i: int) -> str: return f"{x}.s{'0123456789abcdef'[i]}"
   def render_vector_address(self, x: UOp) -> str: return f"({self.r[x.src[0]]}+{self.r[x.src[1]]})"
@@ -432,6 +444,16 @@ class CUDARenderer(CStyleLanguage):
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((half){fn}f((float)({x})))"
     return super().render_math(fn, x, dt)
+  # CUDA's intrinsics move a float's bits to the signed int of its size and back (C++ has no compound literals)
+  _FLOAT_BITS = {dtypes.float16: ("half", "short", dtypes.int16), dtypes.float32: ("float", "int", dtypes.int32),
+                 dtypes.float64: ("double", "longlong", dtypes.int64)}
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str:
+    if src_dt in self._FLOAT_BITS:
+      f, i, src_dt = self._FLOAT_BITS[src_dt]
+      x = f"__{f}_as_{i}({x})"
+    if dt not in self._FLOAT_BITS: return x if dt == src_dt else f"(({self.render_dtype(dt)})({x}))"
+    f, i, signed = self._FLOAT_BITS[dt]
+    return f"__{i}_as_{f}({x if src_dt == signed else f'(({self.render_dtype(signed)})({x}))'})"
 
 # %% ../nbs/07_render.ipynb #bf29e2b1
 class MetalRenderer(CStyleLanguage):
@@ -451,6 +473,7 @@ class MetalRenderer(CStyleLanguage):
   fn_prefix = "inline "
   type_map = {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str: return f"as_type<{self.render_dtype(dt)}>({x})"
   code_for_workitem = {"g": lambda dim: f"gid.{'xyz'[dim]}", "l": lambda dim: f"lid.{'xyz'[dim]}"}
   def render_kernel(self, name, body, bufs, uops) -> str:
     args = ", ".join([f"device {'' if w else 'const '}{self.render_dtype(dt)}* {n} [[buffer({i})]]" for i, (n, dt, w) in enumerate(bufs)] +

@@ -30,6 +30,14 @@ class PythonProgram:
     for i, (op, _, srcs, _) in enumerate(self.uops):
       if op is Ops.ENDRANGE: self.loop_end[srcs[0]] = i
 
+  @staticmethod
+  def _bitcast(x: np.ndarray, src_dt, dt) -> np.ndarray:
+    """BITCAST: the same bytes read as `dt`, numpy's `view`. A bfloat16 is held as the float32 it is, whose top half
+    is its bits (exactly: no rounding, which would quiet a signaling NaN)."""
+    bits = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16) if src_dt == dtypes.bfloat16 else x.astype(src_dt.np)
+    out = bits.view(dt.np_storage)
+    return bf16_to_float(out) if dt == dtypes.bfloat16 else out
+
   def _check(self, kind: str, size: int, idx, valid) -> None:
     bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= size)
     if np.any(bad & valid):
@@ -108,6 +116,7 @@ class PythonProgram:
           v[pc] = np.stack(parts, axis=-1)
         elif op is Ops.GEP: v[pc] = np.asarray(v[srcs[0]])[..., arg]
         elif op is Ops.CAST: v[pc] = np.asarray(exec_alu(Ops.CAST, dtype, [v[srcs[0]]]), dtype=dtype.scalar().np)
+        elif op is Ops.BITCAST: v[pc] = self._bitcast(np.asarray(v[srcs[0]]), uops[srcs[0]][1].scalar(), dtype.scalar())
         elif op in GroupOp.ALU: v[pc] = np.asarray(exec_alu(op, dtype, [v[s] for s in srcs]), dtype=dtype.scalar().np)
         else: raise NotImplementedError(f"PYTHON device can't run {op}")
         pc += 1
