@@ -5,8 +5,10 @@
   python benchmarks/bench_gpt.py --device CL
 
 Prints: the first training step from an empty compile cache (a fresh process with a fresh TINYLIT_CACHE: compiling
-every kernel included); the jitted AdamW training step against torch's eager step (median of the timed steps, after
-warm-up) and their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own;
+every kernel included), with a compiler worker per core and with one, and the CPU time it took in Python and in the
+compilers; the jitted AdamW training step against torch's eager step (median of the timed steps, after warm-up) and
+their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own, and what the
+cache saves (the same generation running the whole window at every token: tokens per second and FLOPs per token);
 and the per-kernel profile of one jitted step (every kernel timed on its own), heaviest first, so the next
 bottleneck is visible. The model is tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80
 characters and the data random tokens (speed doesn't depend on the values).
@@ -18,6 +20,7 @@ import torch
 import torch.nn.functional as TF
 
 from tinylit import Tensor, nn
+from tinylit.device import GlobalCounters
 from tinylit.models.gpt import GPT, Generator, GPTConfig, make_train_step
 from tinylit.nn.state import get_parameters, get_state_dict
 from tinylit.ops import sym_infer
@@ -81,7 +84,22 @@ def torch_generate(model: TorchGPT, prompt: list[int], n: int, temperature: floa
   return out
 
 
+def torch_uncached_generate(model: TorchGPT, prompt: list[int], n: int) -> list[int]:
+  "No cache: the whole window again for every token (greedy, so that only the model's time counts)."
+  out = list(prompt)
+  with torch.no_grad():
+    for _ in range(n): out.append(int(model(torch.tensor([out[-model.cfg.max_context:]]))[0, -1].argmax()))
+  return out
+
+
 # ---- tinylit
+def uncached_generate(model: GPT, prompt: list[int], n: int) -> list[int]:
+  "No cache: the whole window again for every token, each length its own (compiled once) kernels."
+  out = list(prompt)
+  for _ in range(n): out.append(int(model(Tensor([out[-model.cfg.max_context:]], device=model.device))[0, -1].argmax().item()))
+  return out
+
+
 def tinylit_training(cfg: GPTConfig, bs: int, device: str):
   Tensor.manual_seed(0)
   model = GPT(cfg)
@@ -98,7 +116,7 @@ def batches(cfg: GPTConfig, bs: int, n: int) -> list[np.ndarray]:
 
 
 FIRST_STEP = textwrap.dedent("""
-  import sys, time
+  import os, sys, time
   sys.path.insert(0, {bench_dir!r})
   from bench_gpt import tinylit_training, batches, GPTConfig
   from tinylit import Tensor
@@ -106,17 +124,25 @@ FIRST_STEP = textwrap.dedent("""
   model, step = tinylit_training(cfg, {bs}, {device!r})
   (d,) = batches(cfg, {bs}, 1)
   x, y = Tensor(d[:, :-1], device={device!r}), Tensor(d[:, 1:], device={device!r})
-  t0 = time.perf_counter(); step(x, y).item(); print(time.perf_counter() - t0)
+  from tinylit.realize import method_cache
+  t0, o0, k0 = time.perf_counter(), os.times(), len(method_cache)
+  step(x, y).item()
+  t1, o1 = time.perf_counter(), os.times()
+  print(t1 - t0, o1.user + o1.system - o0.user - o0.system, o1.children_user + o1.children_system - o0.children_user - o0.children_system,
+        len(method_cache) - k0)
 """)
 
 
-def first_step_seconds(cfg: GPTConfig, bs: int, device: str) -> float:
-  "The first jitted step in a fresh process with an empty compile cache: every kernel compiled."
+def first_step(cfg: GPTConfig, bs: int, device: str, **env) -> tuple[float, float, float, int]:
+  """The first jitted step in a fresh process with an empty compile cache (a new TINYLIT_CACHE folder): every kernel
+  compiled. Returns its wall-clock seconds, the CPU seconds of the Python process and of the compiler processes it
+  started, and how many kernels it compiled. On a busy machine the wall time grows; the CPU seconds don't."""
   with tempfile.TemporaryDirectory() as cache:
     script = FIRST_STEP.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), cfg=cfg.__dict__, bs=bs, device=device)
-    r = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TINYLIT_CACHE": cache}, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TINYLIT_CACHE": cache, **env}, capture_output=True, text=True)
     if r.returncode: raise RuntimeError(f"the first-step process failed:\n{r.stderr[-2000:]}")
-    return float(r.stdout.strip().splitlines()[-1])
+    wall, cpu, compilers, kernels = r.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu), float(compilers), int(kernels)
 
 
 def main():
@@ -133,8 +159,11 @@ def main():
         f"vocabulary {cfg.vocab_size}, batch {bs}, AdamW; tinylit on {args.device}, torch {torch.__version__} eager on "
         f"{torch.get_num_threads()} threads")
 
-  first = first_step_seconds(cfg, bs, args.device)
-  print(f"{'first training step, empty compile cache':46s} {first:9.2f} s   (bar: under 15 s)")
+  print(f"machine load (1-minute average) {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+  for label, env in ((f"{os.cpu_count()} compiler workers", {}), ("1 compiler worker (still beside Python's codegen)", {"COMPILE_WORKERS": "1"})):
+    wall, cpu, compilers, kernels = first_step(cfg, bs, args.device, **env)
+    print(f"{'first training step, empty compile cache':46s} {wall:9.2f} s   (bar: under 15 s) with {label}: {kernels} kernels "
+          f"compiled, CPU {cpu:.1f} s in Python, {compilers:.1f} s in the compilers")
 
   model, step = tinylit_training(cfg, bs, args.device)
   tmodel = TorchGPT(cfg)
@@ -165,13 +194,34 @@ def main():
   print(f"{'  tinylit / torch':46s} {times['tinylit'] / times['torch']:9.2f}x   (bar: 2x; stretch: under 1x)")
 
   gen = Generator(model)
-  gen.generate([0], args.tokens, temperature=1.0, top_k=10)   # warm-up: compiles the prompt and the jitted step
+  for _ in range(2): gen.generate([0], args.tokens, temperature=1.0, top_k=10)   # warm-up: the jit captures on its 2nd call
   t0 = time.perf_counter(); gen.generate([0], args.tokens, temperature=1.0, top_k=10); tl = time.perf_counter() - t0
   torch_generate(tmodel, [0], args.tokens, 1.0, 10)
   t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); tt = time.perf_counter() - t0
   print(f"{'generation with a KV cache, tinylit':46s} {args.tokens / tl:9.1f} tokens/s")
   print(f"{'generation with a KV cache, torch':46s} {args.tokens / tt:9.1f} tokens/s")
   print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x")
+  # where tinylit's time goes: the prompt step runs plainly (scheduled afresh at every generate call), the rest replay
+  t0 = time.perf_counter(); gen([0], 0, 1.0, 10)[1].item(); prompt_secs = time.perf_counter() - t0
+  n_replay = min(args.tokens, cfg.max_context - 1)
+  t0 = time.perf_counter()
+  for pos in range(1, n_replay + 1): gen([1], pos, 1.0, 10)[1].item()
+  replay_secs = (time.perf_counter() - t0) / n_replay
+  print(f"{'  tinylit: the prompt step (plain), one token':46s} {prompt_secs * 1e3:9.1f} ms; each later token (a TinyJit replay of "
+        f"{len(gen.step.jit_cache)} kernels) {replay_secs * 1e3:.2f} ms = {1 / replay_secs:.0f} tokens/s")
+  # what the cache saves: the same loop running the whole window at every token instead. Every length is a new shape
+  # with kernels of its own to compile (in the warm-up), so this runs over the first 16 tokens only
+  n = min(args.tokens, cfg.max_context - 1, 16)
+  uncached_generate(model, [0], n)   # warm-up: compiles the kernels of every length
+  GlobalCounters.reset(); t0 = time.perf_counter(); uncached_generate(model, [0], n); tu = time.perf_counter() - t0
+  flops_uncached = GlobalCounters.global_ops / n
+  GlobalCounters.reset(); gen.generate([0], n, temperature=1.0, top_k=10); flops_cached = GlobalCounters.global_ops / n
+  torch_uncached_generate(tmodel, [0], n)
+  t0 = time.perf_counter(); torch_uncached_generate(tmodel, [0], n); ttu = time.perf_counter() - t0
+  print(f"{f'generation without a cache ({n} tokens), tinylit':46s} {n / tu:9.1f} tokens/s")
+  print(f"{f'generation without a cache ({n} tokens), torch':46s} {n / ttu:9.1f} tokens/s")
+  print(f"{'  FLOPs per token, tinylit, with / without':46s} {flops_cached:9.3g} / {flops_uncached:.3g}  (the cache saves "
+        f"{1 - flops_cached / flops_uncached:.0%} of the work over the first {n} tokens)")
 
   profile = []
   for ei in step.jit_cache:

@@ -4,7 +4,8 @@
 
 # %% ../nbs/08_runtime.ipynb #8e2eaa1e
 from __future__ import annotations
-import ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
+import contextvars, ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 import numpy as np
 from .dtype import DType, dtypes
@@ -13,7 +14,8 @@ from .ops import UOp
 from .renderer import ProgramSpec   # the renderer's layer is below this one: launch reads its ProgramSpec
 
 # %% auto #0
-__all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'Compiled', 'is_dtype_supported', 'launch']
+__all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'compile_async', 'Compiled', 'is_dtype_supported',
+           'launch']
 
 # %% ../nbs/08_runtime.ipynb #1b0eaab7
 class GlobalCounters:
@@ -121,6 +123,24 @@ class Compiler:
     with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(key + hashlib.sha256(lib).digest() + lib)
     os.replace(f.name, path)
     return lib
+
+# %% ../nbs/08_runtime.ipynb #1e7bd55d
+_compile_pool: tuple[int, ThreadPoolExecutor] | None = None   # (the process it was made in, the pool), made on first use
+_compiling: dict[tuple[Compiler, str], Future] = {}             # compiles still running, by compiler and source
+
+def compile_async(compiler: Compiler, src: str) -> Future:
+  """Start `compiler.compile_cached(src)` on a worker thread, one worker per core, and return its `Future` at once.
+  A source already being compiled by this compiler gets the same `Future`: it is compiled once."""
+  global _compile_pool
+  if (running := _compiling.get((compiler, src))) is not None: return running
+  # a process forked from this one has the pool's record but none of its threads: it makes its own pool
+  if _compile_pool is None or _compile_pool[0] != os.getpid():
+    _compile_pool = (os.getpid(), ThreadPoolExecutor(getenv("COMPILE_WORKERS", os.cpu_count() or 1), thread_name_prefix="tinylit-compile"))
+  # the worker sees the caller's context variables (a flag set with `Context(...)` for this compile)
+  future = _compile_pool[1].submit(contextvars.copy_context().run, compiler.compile_cached, src)
+  _compiling[(compiler, src)] = future
+  future.add_done_callback(lambda _: _compiling.pop((compiler, src), None))
+  return future
 
 # %% ../nbs/08_runtime.ipynb #ff37006a
 class Compiled:

@@ -4,12 +4,12 @@
 
 # %% ../nbs/08b_realize.ipynb #eb777044
 from __future__ import annotations
-import time
+import functools, time
 from dataclasses import dataclass, field
 from .helpers import CAPTURING, DEBUG, NOOPT, BEAM, colored, ansilen
 from .ops import Ops
 from .ops import UOp, sint, sym_infer
-from .device import Buffer, Device, GlobalCounters, launch
+from .device import Buffer, Device, GlobalCounters, compile_async, launch
 from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
 from .search import beam_search
@@ -55,9 +55,12 @@ class CompiledRunner(Runner):
     super().__init__(p.name, p.device, p.op_estimate)
     self.p = p
     if DEBUG >= 4: print(p.src)
-    dev = Device[p.device]
-    self.lib = dev.compiler.compile_cached(p.src)
-    self.prg = dev.runtime(p.function_name, self.lib)
+    # the compile runs on a worker (chapter 8's compile_async) while the caller goes on; `lib` and `prg` wait for it
+    self._compiling = compile_async(Device[p.device].compiler, p.src)
+  @functools.cached_property
+  def lib(self) -> bytes: return self._compiling.result()
+  @functools.cached_property
+  def prg(self): return Device[self.p.device].runtime(self.p.function_name, self.lib)
   def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
     # chapter 8's launch, the same call BEAM times candidates with: buffers, then each variable's value
     return launch(self.p, self.prg, bufs, var_vals)
@@ -168,10 +171,13 @@ capturing: list = []  # TinyJit puts a list here while it records
 def run_schedule(schedule: list[ScheduleItem]) -> None:
   """Run every item in order; while a TinyJit is capturing, also record each ExecItem. Then tell the lazy graph which
   items ran (`items_ran`): if one fails, the ones before it still did."""
+  # every item lowered before the first runs, so the new kernels compile at once, one compiler per core (chapter 8's
+  # compile_async); at DEBUG>=3 one at a time, so each kernel's listing stays next to its run
+  lowered = [lower_schedule_item(si) for si in schedule] if DEBUG < 3 else [None] * len(schedule)
   ran = 0
   try:
-    for si in schedule:
-      ei = lower_schedule_item(si)
+    for si, ei in zip(schedule, lowered):
+      ei = ei or lower_schedule_item(si)
       ei.run()
       ran += 1
       # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
