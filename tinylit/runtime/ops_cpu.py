@@ -4,14 +4,15 @@
 
 # %% ../../nbs/08a_cpu.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, os, platform, subprocess, tempfile
+import ctypes, functools, os, platform, subprocess, tempfile
 from concurrent.futures import ThreadPoolExecutor
 from ..device import Compiled, Compiler, Allocator
 from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['ClangCompiler', 'CPUProgram', 'CPUAllocator', 'CPUDevice']
+__all__ = ['ClangCompiler', 'CPUProgram', 'vector_bits', 'full_rate_vector_width', 'cpu_vector_width', 'CPUAllocator',
+           'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -56,11 +57,58 @@ class CPUProgram:
     self.fxn(*args, ctypes.c_int32(0))
     for f in others: f.result()
 
+# %% ../../nbs/08a_cpu.ipynb #389693d5
+@functools.cache
+def _native_macros() -> frozenset[str]:
+  "The names of the macros `cc -march=native` predefines: the instruction sets the kernels are compiled for."
+  try: out = subprocess.run([os.getenv("CC", "cc"), "-march=native", "-dM", "-E", "-x", "c", os.devnull],
+                            capture_output=True, text=True, check=True).stdout
+  except (OSError, subprocess.CalledProcessError): return frozenset()
+  return frozenset(line.split()[1] for line in out.splitlines() if line.startswith("#define "))
+
+def _cpu_family() -> tuple[str, int]:
+  "The CPU's vendor and family from /proc/cpuinfo, e.g. ('AuthenticAMD', 26) for Zen 5; ('', 0) where there is none."
+  info = {}
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() in ("vendor_id", "cpu family"): info.setdefault(key.strip(), value.strip())
+  except OSError: pass
+  family = info.get("cpu family", "0")
+  return info.get("vendor_id", ""), int(family) if family.isdigit() else 0
+
+def vector_bits(macros: frozenset[str] | set[str]) -> int:
+  "The widest vector registers these compiler macros promise: 512 (AVX-512), 256 (AVX), 128 (SSE2, NEON), else 0."
+  if "__AVX512F__" in macros: return 512
+  if "__AVX__" in macros: return 256
+  return 128 if "__SSE2__" in macros or "__ARM_NEON" in macros else 0
+
+def full_rate_vector_width(macros: frozenset[str] | set[str], vendor: str = "", family: int = 0) -> int | None:
+  """How many floats a kernel's vectors should hold on a CPU with these macros, vendor and family: its widest
+  registers, but 8 on AMD's Zen 4 (family 25), which splits every 512-bit op in two. None: no vector set known."""
+  bits = vector_bits(macros)
+  if bits == 512 and vendor == "AuthenticAMD" and family == 25: bits = 256
+  return bits // 32 or None
+
+def cpu_vector_width() -> int:
+  "The CPU device's vector width in floats: `CPU_VECTOR_WIDTH` if set, else this CPU's full-rate width (16 if unknown)."
+  if forced := getenv("CPU_VECTOR_WIDTH"):
+    if forced not in ClangRenderer.vector_widths:
+      raise ValueError(f"CPU_VECTOR_WIDTH={forced}: the C renderer writes vectors of {ClangRenderer.vector_widths} floats")
+    return forced
+  return full_rate_vector_width(_native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
+
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
   "CPU memory is a numpy byte array; its address goes to the kernel."
 
 # %% ../../nbs/08a_cpu.ipynb #f1d819e6
 class CPUDevice(Compiled):
+  "The CPU: C kernels whose vectors hold `vector_width` floats (`cpu_vector_width`), run on a pool of threads."
   def __init__(self, device: str):
-    super().__init__(device, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)
+    self.vector_width = cpu_vector_width()
+    renderer = ClangRenderer()
+    # chapter 6b's rules take the widest vector the renderer offers: offer none wider than the CPU runs at full speed
+    renderer.vector_widths = tuple(w for w in ClangRenderer.vector_widths if w <= self.vector_width)
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)
