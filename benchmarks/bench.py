@@ -15,7 +15,7 @@ tinylit is faster.
   python benchmarks/bench.py            # all cases
   python benchmarks/bench.py --quick    # smaller sizes, a few seconds
 """
-import argparse, ctypes, importlib.util, json, os, platform, statistics, subprocess, sys, tempfile, textwrap, time
+import argparse, importlib.util, json, os, platform, statistics, subprocess, sys, tempfile, textwrap, time
 import numpy as np
 
 # environment variables that make a reference slower than it can be: never passed to a benchmark's processes
@@ -233,58 +233,14 @@ def run_worker(name: str, quick: bool, repeat: int) -> dict:
   print(f"  {name}: {time.perf_counter() - st:.0f} s", flush=True)
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
-# ---- the machine's peak: independent FMAs at the widest vector width
-
-FMA_TYPES = {  # register bits -> (C type, broadcast, fused multiply-add x*y + acc, store, header)
-  512: ("__m512", "_mm512_set1_ps", "_mm512_fmadd_ps({x}, {y}, {acc})", "_mm512_storeu_ps", "immintrin.h"),
-  256: ("__m256", "_mm256_set1_ps", "_mm256_fmadd_ps({x}, {y}, {acc})", "_mm256_storeu_ps", "immintrin.h"),
-  128: ("float32x4_t", "vdupq_n_f32", "vfmaq_f32({acc}, {x}, {y})", "vst1q_f32", "arm_neon.h"),
-}
-CHAINS = 12   # independent accumulators, more than FMA latency x pipes (4 cycles x 2 pipes); 14 registers in all
-
-def fma_source(bits: int) -> str:
-  "A kernel that runs `iters` rounds of CHAINS independent vector FMAs per thread, then stores their sum."
-  vtype, bcast, fma, store, header = FMA_TYPES[bits]
-  width = bits // 32
-  init = "\n".join(f"  {vtype} acc{i} = {bcast}(core_id + {i}.0f);" for i in range(CHAINS))
-  # acc = acc * y + z: each chain waits only for itself, and converges (no overflow, no denormals)
-  body = "\n".join(f"    acc{i} = {fma.format(acc='z', x=f'acc{i}', y='y')};" for i in range(CHAINS))
-  total = " + ".join(f"acc{i}" for i in range(CHAINS))
-  return f"""#include <{header}>
-void fma_peak(float* restrict out, int iters, int core_id) {{
-{init}
-  {vtype} y = {bcast}(0.999999f), z = {bcast}(1e-6f);
-  for (int i = 0; i < iters; i++) {{
-{body}
-  }}
-  {store}(out + core_id * {width}, {total});
-}}"""
-
-def fma_peak(bits: int, cores: int, seconds: float) -> float:
-  "GFLOPS of the FMA kernel on `cores` threads: the best of 5 runs of about `seconds` each."
-  from tinylit.runtime.ops_cpu import ClangCompiler, CPUProgram
-  prg = CPUProgram("fma_peak", ClangCompiler().compile(fma_source(bits)))
-  out = np.zeros(cores * bits // 32, np.float32)
-  def run(iters: int) -> float:
-    st = time.perf_counter()
-    if cores == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))
-    else: prg(out, global_size=(cores, 1, 1), vals=(iters,))
-    return time.perf_counter() - st
-  iters = 10_000
-  while (t := run(iters)) < seconds / 4: iters *= 4
-  iters = max(1, int(iters * seconds / t))
-  flops = cores * iters * CHAINS * (bits // 32) * 2
-  return flops / min(run(iters) for _ in range(5)) / 1e9
+# ---- the machine's peak: independent FMAs at the widest vector width (chapter 8a's `fma_peak`)
 
 def peaks(quick: bool) -> dict[int, float]:
-  "The FMA peak at the widest vector registers the compiler targets, and at half that width; {} if unknown."
-  from tinylit.runtime.ops_cpu import _native_macros, vector_bits
-  macros, bits = _native_macros(), vector_bits(_native_macros())
-  if bits == 128 and "__ARM_NEON" not in macros: return {}    # SSE2 without FMA: no fused multiply-add to time
-  if bits == 256 and "__FMA__" not in macros: return {}
-  if bits not in FMA_TYPES: return {}
-  widths = [bits] + ([256] if bits == 512 else [])
-  return {w: fma_peak(w, os.cpu_count() or 1, 0.02 if quick else 0.1) for w in widths}
+  "GFLOPS of independent FMAs on all cores at the widest vector registers the compiler targets and at half of them."
+  from tinylit.runtime.ops_cpu import _native_macros, fma_peak, vector_bits
+  widest = vector_bits(_native_macros())
+  found = {bits: fma_peak(bits, seconds=0.02 if quick else 0.1) for bits in (widest, widest // 2)}
+  return {bits: g for bits, g in found.items() if g is not None}
 
 # ---- the table
 

@@ -4,15 +4,16 @@
 
 # %% ../../nbs/08a_cpu.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, functools, os, platform, subprocess, tempfile
+import ctypes, functools, os, platform, subprocess, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
+import numpy as np
 from ..device import Compiled, Compiler, Allocator
 from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['ClangCompiler', 'CPUProgram', 'vector_bits', 'full_rate_vector_width', 'cpu_vector_width', 'CPUAllocator',
-           'CPUDevice']
+__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'vector_bits', 'full_rate_vector_width', 'cpu_vector_width', 'fma_source',
+           'fma_peak', 'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -98,6 +99,55 @@ def cpu_vector_width() -> int:
       raise ValueError(f"CPU_VECTOR_WIDTH={forced}: the C renderer writes vectors of {ClangRenderer.vector_widths} floats")
     return forced
   return full_rate_vector_width(_native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
+
+# %% ../../nbs/08a_cpu.ipynb #ff14038d
+# (register bits, the macro it needs, C vector type, broadcast, fused multiply-add x*y + acc, store, header)
+_FMA_ISA = [
+  (512, "__AVX512F__", "__m512", "_mm512_set1_ps", "_mm512_fmadd_ps({x}, {y}, {acc})", "_mm512_storeu_ps", "immintrin.h"),
+  (256, "__FMA__", "__m256", "_mm256_set1_ps", "_mm256_fmadd_ps({x}, {y}, {acc})", "_mm256_storeu_ps", "immintrin.h"),
+  (128, "__FMA__", "__m128", "_mm_set1_ps", "_mm_fmadd_ps({x}, {y}, {acc})", "_mm_storeu_ps", "immintrin.h"),
+  (128, "__ARM_NEON", "float32x4_t", "vdupq_n_f32", "vfmaq_f32({acc}, {x}, {y})", "vst1q_f32", "arm_neon.h"),
+]
+FMA_CHAINS = 12   # more than an FMA's latency times the units that run it (4 cycles x 2), and few enough for 16 registers
+
+def fma_source(bits: int, macros: frozenset[str] | set[str] | None = None) -> str | None:
+  """C for `fma_peak(out, iters, core_id)`: `iters` rounds of FMA_CHAINS independent FMAs on `bits`-bit vectors, then
+  one store; None if the CPU with these macros (default: this one's) has no such FMA."""
+  macros = _native_macros() if macros is None else macros
+  isa = next((isa for isa in _FMA_ISA if isa[0] == bits and isa[1] in macros), None)
+  if isa is None: return None
+  vtype, bcast, fma, store, header = isa[2:]
+  init = "\n".join(f"  {vtype} acc{i} = {bcast}(core_id + {i}.0f);" for i in range(FMA_CHAINS))
+  # acc = acc * y + z: each chain waits only for itself, and converges (no overflow, no denormals to slow it)
+  body = "\n".join(f"    acc{i} = {fma.format(acc='z', x=f'acc{i}', y='y')};" for i in range(FMA_CHAINS))
+  total = " + ".join(f"acc{i}" for i in range(FMA_CHAINS))
+  return f"""#include <{header}>
+void fma_peak(float* restrict out, int iters, int core_id) {{
+{init}
+  {vtype} y = {bcast}(0.999999f), z = {bcast}(1e-6f);
+  for (int i = 0; i < iters; i++) {{
+{body}
+  }}
+  {store}(out + core_id * {bits // 32}, {total});
+}}"""
+
+def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float = 0.1) -> float | None:
+  """GFLOPS of `fma_source(bits)` (default: the widest vectors the compiler targets) on `cores` threads (default: all),
+  the best of 5 runs of about `seconds`. None where this CPU has no FMA of that width."""
+  bits = bits or vector_bits(_native_macros())
+  if (src := fma_source(bits)) is None: return None
+  cores = cores or os.cpu_count() or 1
+  prg = CPUProgram("fma_peak", ClangCompiler().compile(src))
+  out = np.zeros(cores * bits // 32, np.float32)
+  def run(iters: int) -> float:
+    st = time.perf_counter()
+    if cores == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))  # no thread axis
+    else: prg(out, global_size=(cores, 1, 1), vals=(iters,))
+    return time.perf_counter() - st
+  iters = 10_000
+  while (secs := run(iters)) < seconds / 4: iters *= 4
+  iters = max(1, int(iters * seconds / secs))
+  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters) for _ in range(5)) / 1e9
 
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
