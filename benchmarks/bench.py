@@ -239,7 +239,7 @@ def peaks(quick: bool) -> dict[int, float]:
   "GFLOPS of independent FMAs on all cores at the widest vector registers the compiler targets and at half of them."
   from tinylit.runtime.ops_cpu import _native_macros, fma_peak, vector_bits
   widest = vector_bits(_native_macros())
-  found = {bits: fma_peak(bits, seconds=0.02 if quick else 0.1) for bits in (widest, widest // 2)}
+  found = {bits: fma_peak(bits, runs=20 if quick else 100) for bits in (widest, widest // 2)}
   return {bits: g for bits, g in found.items() if g is not None}
 
 # ---- the table

@@ -131,9 +131,10 @@ void fma_peak(float* restrict out, int iters, int core_id) {{
   {store}(out + core_id * {bits // 32}, {total});
 }}"""
 
-def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float = 0.1) -> float | None:
+def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float = 0.002, runs: int = 20) -> float | None:
   """GFLOPS of `fma_source(bits)` (default: the widest vectors the compiler targets) on `cores` threads (default: all),
-  the best of 5 runs of about `seconds`. None where this CPU has no FMA of that width."""
+  the best of `runs` runs of about `seconds` each: short runs, so that on a busy machine some find every core free.
+  None where this CPU has no FMA of that width."""
   bits = bits or vector_bits(_native_macros())
   if (src := fma_source(bits)) is None: return None
   cores = cores or os.cpu_count() or 1
@@ -144,10 +145,12 @@ def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float =
     if cores == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))  # no thread axis
     else: prg(out, global_size=(cores, 1, 1), vals=(iters,))
     return time.perf_counter() - st
-  iters = 10_000
-  while (secs := run(iters)) < seconds / 4: iters *= 4
-  iters = max(1, int(iters * seconds / secs))
-  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters) for _ in range(5)) / 1e9
+  # grow the loop until a run takes `seconds`; the fastest of 3 tries, so that one run slowed by other work doesn't
+  # stop it early and leave runs so short that starting the threads is most of their time
+  iters = 1000
+  while (secs := min(run(iters) for _ in range(3))) < seconds / 4: iters *= 4
+  iters = max(iters, int(iters * seconds / secs))
+  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters) for _ in range(runs)) / 1e9
 
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
