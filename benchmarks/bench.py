@@ -14,6 +14,7 @@ tinylit is faster.
 
   python benchmarks/bench.py            # all cases
   python benchmarks/bench.py --quick    # smaller sizes, a few seconds
+  python benchmarks/bench.py --widths 8 16   # and tinylit with 8- and with 16-float CPU vectors (chapter 8a)
 """
 import argparse, importlib.util, json, os, platform, statistics, subprocess, sys, tempfile, textwrap, time
 import numpy as np
@@ -153,7 +154,7 @@ def mlp_train_step(device: str | None = None):
     return loss.realize()
   return params, step
 
-def tinylit_worker(quick: bool, repeat: int) -> dict:
+def tinylit_worker(quick: bool, repeat: int, with_beam: bool = True) -> dict:
   from tinylit import Tensor, TinyJit
   from tinylit.lazy import lazycache
   def fresh(fn):
@@ -190,7 +191,7 @@ def tinylit_worker(quick: bool, repeat: int) -> dict:
   from tinylit.device import Device
   return {"times": out, "notes": {names[1]: f"tinylit {abs(float(ta.sum().numpy()) - exact):.2g}",
                                   "train MLP 784-256-10, SGD, batch 128": f"tinylit: TinyJit, {len(step.jit_cache)} kernels"},
-          "info": f"tinylit, CPU vectors of {Device['CPU'].vector_width} floats", "beam": None if quick else beam()}
+          "info": f"tinylit, CPU vectors of {Device['CPU'].vector_width} floats", "beam": beam() if with_beam and not quick else None}
 
 BEAM_SCRIPT = textwrap.dedent("""
   import time, numpy as np
@@ -216,21 +217,25 @@ def blas_info() -> list[str]:
 
 WORKERS = {"numpy": numpy_worker, "torch": torch_worker, "tinylit": tinylit_worker}
 
-def worker_main(name: str, quick: bool, repeat: int) -> None:
-  res = WORKERS[name](quick, repeat)
+def worker_main(name: str, quick: bool, repeat: int, with_beam: bool) -> None:
+  res = tinylit_worker(quick, repeat, with_beam) if name == "tinylit" else WORKERS[name](quick, repeat)
   if name == "numpy": res["info"] += "; BLAS: " + "; ".join(blas_info())   # after the work: loaded when first used
   print(json.dumps(res))
 
 def run_worker(name: str, quick: bool, repeat: int) -> dict:
-  "One framework's cases in a process of its own, without the variables that would slow a reference down."
+  """One framework's cases in a process of its own, without the variables that would slow a reference down.
+  "tinylit@8" is tinylit with its CPU vectors forced to 8 floats (CPU_VECTOR_WIDTH, chapter 8a), without BEAM."""
   env = {k: v for k, v in os.environ.items() if k not in HANDICAPS}
+  name, _, width = name.partition("@")
+  if width: env["CPU_VECTOR_WIDTH"] = width
   env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                    os.environ.get("PYTHONPATH")) if p)
   st = time.perf_counter()
   proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name, "--repeat", str(repeat)] +
-                        (["--quick"] if quick else []), env=env, capture_output=True, text=True)
+                        (["--quick"] if quick else []) + (["--no-beam"] if width else []),
+                        env=env, capture_output=True, text=True)
   if proc.returncode != 0: raise RuntimeError(f"the {name} process failed:\n{proc.stderr}")
-  print(f"  {name}: {time.perf_counter() - st:.0f} s", flush=True)
+  print(f"  {name}{'@' + width if width else ''}: {time.perf_counter() - st:.0f} s", flush=True)
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
 # ---- the machine's peak: independent FMAs at the widest vector width (chapter 8a's `fma_peak`)
@@ -252,9 +257,12 @@ def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--quick", action="store_true")
   ap.add_argument("--repeat", type=int, default=5)
+  ap.add_argument("--widths", type=int, nargs="*", default=[],
+                  help="also run tinylit with its CPU vectors forced to these widths (e.g. --widths 8 16)")
   ap.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)   # internal: one framework's process
+  ap.add_argument("--no-beam", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
-  if args.worker: return worker_main(args.worker, args.quick, args.repeat)
+  if args.worker: return worker_main(args.worker, args.quick, args.repeat, not args.no_beam)
   load = os.getloadavg()
   print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
   inherited = [f"{k}={os.environ[k]}" for k in HANDICAPS if k in os.environ]
@@ -265,22 +273,23 @@ def main():
   pk = peaks(args.quick)
   peak = max(pk.values()) if pk else None
   for bits, g in pk.items(): print(f"FMA peak, {bits}-bit vectors ({bits // 32} floats), {os.cpu_count()} cores: {g:.0f} GFLOPS")
-  names = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else []) + ["tinylit"]
+  refs = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else [])
+  names = refs + ["tinylit"] + [f"tinylit@{w}" for w in args.widths]
   print("running, one framework per process:", flush=True)
   res = {name: run_worker(name, args.quick, args.repeat) for name in names}
   for name in names: print(f"{name}: {res[name]['info']}")
-  ratios = [f"tinylit/{ref}" for ref in names if ref != "tinylit"]
+  ratios = [f"tinylit/{ref}" for ref in refs]
   gflops_head = f"GFLOPS{' (% of peak)' if peak else ''}: " + " | ".join(names)
-  print(f"\n{'case':40s}" + "".join(f"{n:>10s}" for n in names) + "".join(f"{r:>15s}" for r in ratios) + f"  {gflops_head}")
+  print(f"\n{'case':40s}" + "".join(f"{n:>11s}" for n in names) + "".join(f"{r:>15s}" for r in ratios) + f"  {gflops_head}")
   for case, flops in case_flops(args.quick).items():
     times = {n: res[n]["times"].get(case) for n in names}
-    line = f"{case:40s}" + "".join(f"{fmt_time(times[n]):>10s}" for n in names)
-    for ref in names[:-1]:
+    line = f"{case:40s}" + "".join(f"{fmt_time(times[n]):>11s}" for n in names)
+    for ref in refs:
       line += f"{times['tinylit'] / times[ref]:14.2f}x" if times[ref] and times["tinylit"] else f"{'':15s}"
     if flops:
       line += "  " + " | ".join(f"{flops / times[n] / 1e9:.1f}" + (f" ({100 * flops / times[n] / 1e9 / peak:.0f}%)" if peak else "")
                                 if times[n] else "-" for n in names)
-    notes = [res[n]["notes"][case] for n in names if case in res[n]["notes"]]
+    notes = [res[n]["notes"][case] for n in refs + ["tinylit"] if case in res[n]["notes"]]   # the same for each width
     if notes: line += "   " + "; ".join(notes)
     print(line, flush=True)
   if (bm := res["tinylit"].get("beam")):
