@@ -4,7 +4,8 @@ the same as numpy (chapter 6b).
 `cpu_vector_width` reads what the compiler predefines for `-march=native` (AVX-512: 16 floats, AVX: 8, SSE2 or NEON:
 4; 8 on AMD Zen 4, which runs 512-bit ops at half rate); the CPU device offers the heuristic no wider vector. The
 device tests run the heuristic's kernels with the device's own width on lengths that no width divides, or only some
-do, and with a forced width of 8 and of 16 (where the device's renderer writes vectors that wide).
+do, and with a forced width of 8 and of 16 (where the device's renderer writes vectors that wide). Last, the FMA
+kernel that measures the CPU's peak (chapter 8a, benchmarks/bench.py) is written in the CPU's own vector type.
 """
 import copy
 import os
@@ -20,7 +21,7 @@ from tinylit.device import Device
 from tinylit.heuristic import hand_coded_optimizations
 from tinylit.kernel import Kernel
 from tinylit.realize import CompiledRunner, get_program, run_schedule
-from tinylit.runtime.ops_cpu import full_rate_vector_width, vector_bits
+from tinylit.runtime.ops_cpu import FMA_CHAINS, _native_macros, fma_peak, fma_source, full_rate_vector_width, vector_bits
 from tinylit.schedule import create_schedule
 
 AVX512 = {"__AVX512F__", "__AVX2__", "__AVX__", "__SSE2__"}
@@ -117,3 +118,23 @@ def test_forced_width_matches_numpy(device, case, width):
   if name == "ew 1040" and not Device[device].renderer.has_local:
     assert vec is not None and k.full_shape[vec] == width, (k.applied_opts, k.full_shape)
   if vec is not None: assert k.full_shape[vec] <= width, (k.applied_opts, k.full_shape)
+
+
+@pytest.mark.parametrize("bits, macros, vtype", [(512, AVX512, "__m512"), (256, AVX2 | {"__FMA__"}, "__m256"),
+                                                 (128, {"__SSE2__", "__FMA__"}, "__m128"), (128, {"__ARM_NEON"}, "float32x4_t")])
+def test_fma_source_uses_the_cpus_own_vectors(bits, macros, vtype):
+  src = fma_source(bits, macros)
+  assert src.count(f"{vtype} acc") == FMA_CHAINS and src.count("acc0 = ") == 2, src   # declared, then updated once per round
+
+
+def test_fma_source_refuses_what_the_cpu_lacks():
+  assert fma_source(512, AVX2 | {"__FMA__"}) is None
+  assert fma_source(256, AVX2) is None   # AVX without FMA (Sandy Bridge)
+
+
+def test_fma_peak_measures_where_it_can():
+  "The widest FMA kernel this CPU has compiles with the CPU device's compiler, runs on every core, and gives a speed."
+  widest = vector_bits(_native_macros())
+  if fma_source(widest) is None: pytest.skip(f"no FMA kernel for this CPU's {widest}-bit vectors")
+  gflops = fma_peak(widest, seconds=0.0005, runs=2)
+  assert gflops is not None and gflops > 0
