@@ -272,7 +272,10 @@ def main():
           "  the peak is what the other work leaves. Compare ratios only, or run again when it is quiet.")
   pk = peaks(args.quick)
   peak = max(pk.values()) if pk else None
-  for bits, g in pk.items(): print(f"FMA peak, {bits}-bit vectors ({bits // 32} floats), {os.cpu_count()} cores: {g:.0f} GFLOPS")
+  from tinylit.runtime.ops_cpu import fma_peak
+  for bits, g in pk.items():
+    print(f"FMA peak, {bits}-bit vectors ({bits // 32} floats), {os.cpu_count()} cores: {g:.0f} GFLOPS "
+          f"(one core: {fma_peak(bits, cores=1, runs=20):.0f})")
   refs = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else [])
   names = refs + ["tinylit"] + [f"tinylit@{w}" for w in args.widths]
   print("running, one framework per process:", flush=True)

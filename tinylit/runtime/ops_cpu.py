@@ -140,17 +140,17 @@ def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float =
   cores = cores or os.cpu_count() or 1
   prg = CPUProgram("fma_peak", ClangCompiler().compile(src))
   out = np.zeros(cores * bits // 32, np.float32)
-  def run(iters: int) -> float:
+  def run(iters: int, threads: int) -> float:
     st = time.perf_counter()
-    if cores == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))  # no thread axis
-    else: prg(out, global_size=(cores, 1, 1), vals=(iters,))
+    if threads == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))  # no thread axis
+    else: prg(out, global_size=(threads, 1, 1), vals=(iters,))
     return time.perf_counter() - st
-  # grow the loop until a run takes `seconds`; the fastest of 3 tries, so that one run slowed by other work doesn't
-  # stop it early and leave runs so short that starting the threads is most of their time
+  # grow the loop until a run takes `seconds`, on this thread alone: waking the other threads can take longer than the
+  # work on a busy machine, and would stop the loop short
   iters = 1000
-  while (secs := min(run(iters) for _ in range(3))) < seconds / 4: iters *= 4
+  while (secs := min(run(iters, 1) for _ in range(3))) < seconds / 4: iters *= 4
   iters = max(iters, int(iters * seconds / secs))
-  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters) for _ in range(runs)) / 1e9
+  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters, cores) for _ in range(runs)) / 1e9
 
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
