@@ -242,8 +242,8 @@ def run_worker(name: str, quick: bool, repeat: int) -> dict:
 
 def peaks(quick: bool) -> dict[int, float]:
   "GFLOPS of independent FMAs on all cores at the widest vector registers the compiler targets and at half of them."
-  from tinylit.runtime.ops_cpu import _native_macros, fma_peak, vector_bits
-  widest = vector_bits(_native_macros())
+  from tinylit.runtime.ops_cpu import native_macros, fma_peak, vector_bits
+  widest = vector_bits(native_macros())
   found = {bits: fma_peak(bits, runs=20 if quick else 100) for bits in (widest, widest // 2)}
   return {bits: g for bits, g in found.items() if g is not None}
 

@@ -21,7 +21,7 @@ from tinylit.device import Device
 from tinylit.heuristic import hand_coded_optimizations
 from tinylit.kernel import Kernel
 from tinylit.realize import CompiledRunner, get_program, run_schedule
-from tinylit.runtime.ops_cpu import FMA_CHAINS, _native_macros, fma_peak, fma_source, full_rate_vector_width, vector_bits
+from tinylit.runtime.ops_cpu import FMA_CHAINS, native_macros, fma_peak, fma_source, full_rate_vector_width, vector_bits
 from tinylit.schedule import create_schedule
 
 AVX512 = {"__AVX512F__", "__AVX2__", "__AVX__", "__SSE2__"}
@@ -134,7 +134,7 @@ def test_fma_source_refuses_what_the_cpu_lacks():
 
 def test_fma_peak_measures_where_it_can():
   "The widest FMA kernel this CPU has compiles with the CPU device's compiler, runs on every core, and gives a speed."
-  widest = vector_bits(_native_macros())
+  widest = vector_bits(native_macros())
   if fma_source(widest) is None: pytest.skip(f"no FMA kernel for this CPU's {widest}-bit vectors")
   gflops = fma_peak(widest, seconds=0.0005, runs=2)
   assert gflops is not None and gflops > 0

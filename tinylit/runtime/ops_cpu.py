@@ -12,8 +12,8 @@ from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'vector_bits', 'full_rate_vector_width', 'cpu_vector_width', 'fma_source',
-           'fma_peak', 'CPUAllocator', 'CPUDevice']
+__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'native_macros', 'vector_bits', 'full_rate_vector_width',
+           'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -60,7 +60,7 @@ class CPUProgram:
 
 # %% ../../nbs/08a_cpu.ipynb #389693d5
 @functools.cache
-def _native_macros() -> frozenset[str]:
+def native_macros() -> frozenset[str]:
   "The names of the macros `cc -march=native` predefines: the instruction sets the kernels are compiled for."
   try: out = subprocess.run([os.getenv("CC", "cc"), "-march=native", "-dM", "-E", "-x", "c", os.devnull],
                             capture_output=True, text=True, check=True).stdout
@@ -98,7 +98,7 @@ def cpu_vector_width() -> int:
     if forced not in ClangRenderer.vector_widths:
       raise ValueError(f"CPU_VECTOR_WIDTH={forced}: the C renderer writes vectors of {ClangRenderer.vector_widths} floats")
     return forced
-  return full_rate_vector_width(_native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
+  return full_rate_vector_width(native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
 
 # %% ../../nbs/08a_cpu.ipynb #ff14038d
 # (register bits, the macro it needs, C vector type, broadcast, fused multiply-add x*y + acc, store, header)
@@ -113,7 +113,7 @@ FMA_CHAINS = 12   # more than an FMA's latency times the units that run it (4 cy
 def fma_source(bits: int, macros: frozenset[str] | set[str] | None = None) -> str | None:
   """C for `fma_peak(out, iters, core_id)`: `iters` rounds of FMA_CHAINS independent FMAs on `bits`-bit vectors, then
   one store; None if the CPU with these macros (default: this one's) has no such FMA."""
-  macros = _native_macros() if macros is None else macros
+  macros = native_macros() if macros is None else macros
   isa = next((isa for isa in _FMA_ISA if isa[0] == bits and isa[1] in macros), None)
   if isa is None: return None
   vtype, bcast, fma, store, header = isa[2:]
@@ -135,7 +135,7 @@ def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float =
   """GFLOPS of `fma_source(bits)` (default: the widest vectors the compiler targets) on `cores` threads (default: all),
   the best of `runs` runs of about `seconds` each: short runs, so that on a busy machine some find every core free.
   None where this CPU has no FMA of that width."""
-  bits = bits or vector_bits(_native_macros())
+  bits = bits or vector_bits(native_macros())
   if (src := fma_source(bits)) is None: return None
   cores = cores or os.cpu_count() or 1
   prg = CPUProgram("fma_peak", ClangCompiler().compile(src))
