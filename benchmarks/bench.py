@@ -222,7 +222,7 @@ def worker_main(name: str, quick: bool, repeat: int, with_beam: bool) -> None:
   if name == "numpy": res["info"] += "; BLAS: " + "; ".join(blas_info())   # after the work: loaded when first used
   print(json.dumps(res))
 
-def run_worker(name: str, quick: bool, repeat: int) -> dict:
+def run_worker(name: str, quick: bool, repeat: int, with_beam: bool = True) -> dict:
   """One framework's cases in a process of its own, without the variables that would slow a reference down.
   "tinylit@8" is tinylit with its CPU vectors forced to 8 floats (CPU_VECTOR_WIDTH, chapter 8a), without BEAM."""
   env = {k: v for k, v in os.environ.items() if k not in HANDICAPS}
@@ -232,7 +232,7 @@ def run_worker(name: str, quick: bool, repeat: int) -> dict:
                                                    os.environ.get("PYTHONPATH")) if p)
   st = time.perf_counter()
   proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name, "--repeat", str(repeat)] +
-                        (["--quick"] if quick else []) + (["--no-beam"] if width else []),
+                        (["--quick"] if quick else []) + (["--no-beam"] if width or not with_beam else []),
                         env=env, capture_output=True, text=True)
   if proc.returncode != 0: raise RuntimeError(f"the {name} process failed:\n{proc.stderr}")
   print(f"  {name}{'@' + width if width else ''}: {time.perf_counter() - st:.0f} s", flush=True)
@@ -240,11 +240,11 @@ def run_worker(name: str, quick: bool, repeat: int) -> dict:
 
 # ---- the machine's peak: independent FMAs at the widest vector width (chapter 8a's `fma_peak`)
 
-def peaks(quick: bool) -> dict[int, float]:
+def peaks() -> dict[int, float]:
   "GFLOPS of independent FMAs on all cores at the widest vector registers the compiler targets and at half of them."
   from tinylit.runtime.ops_cpu import native_macros, fma_peak, vector_bits
   widest = vector_bits(native_macros())
-  found = {bits: fma_peak(bits, runs=20 if quick else 100) for bits in (widest, widest // 2)}
+  found = {bits: fma_peak(bits, runs=100) for bits in (widest, widest // 2)}   # 2 ms runs: 0.2 s each
   return {bits: g for bits, g in found.items() if g is not None}
 
 # ---- the table
@@ -257,6 +257,8 @@ def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--quick", action="store_true")
   ap.add_argument("--repeat", type=int, default=5)
+  ap.add_argument("--rounds", type=int, default=1,
+                  help="run every framework's process this many times, in turns; each case keeps its best round")
   ap.add_argument("--widths", type=int, nargs="*", default=[],
                   help="also run tinylit with its CPU vectors forced to these widths (e.g. --widths 8 16)")
   ap.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)   # internal: one framework's process
@@ -270,7 +272,7 @@ def main():
   if load[0] > 0.5 * (os.cpu_count() or 1):
     print("warning: the machine is busy: thread pools wait for cores (numpy's OpenBLAS most, on small matmuls), and\n"
           "  the peak is what the other work leaves. Compare ratios only, or run again when it is quiet.")
-  pk = peaks(args.quick)
+  pk = peaks()
   peak = max(pk.values()) if pk else None
   from tinylit.runtime.ops_cpu import fma_peak
   for bits, g in pk.items():
@@ -279,7 +281,12 @@ def main():
   refs = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else [])
   names = refs + ["tinylit"] + [f"tinylit@{w}" for w in args.widths]
   print("running, one framework per process:", flush=True)
-  res = {name: run_worker(name, args.quick, args.repeat) for name in names}
+  res: dict[str, dict] = {}
+  for rnd in range(args.rounds):
+    for name in names:
+      got = run_worker(name, args.quick, args.repeat, with_beam=rnd == 0)   # BEAM's search once is enough
+      if name not in res: res[name] = got
+      else: res[name]["times"] = {case: min(t, got["times"][case]) for case, t in res[name]["times"].items()}
   for name in names: print(f"{name}: {res[name]['info']}")
   ratios = [f"tinylit/{ref}" for ref in refs]
   gflops_head = f"GFLOPS{' (% of peak)' if peak else ''}: " + " | ".join(names)
