@@ -20,6 +20,8 @@ SANITIZE := tests/nbval_sanitize.cfg
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # notebooks for `make nbs` (default: the whole course), e.g. make nbs NB=nbs/01_tensor.ipynb
 NB       ?=
+# the course: every notebook in nbs/ but nbdev's private ones (`_`), index first
+COURSE_NBS := nbs/index.ipynb $(filter-out nbs/index.ipynb nbs/_%,$(sort $(wildcard nbs/*.ipynb)))
 # extra arguments for `make course`, e.g. LAB_ARGS="--no-browser --port 8899"
 LAB_ARGS ?=
 export CHROMIUM ?= /usr/bin/chromium
@@ -78,9 +80,8 @@ $(POCL_ICD):
 course: setup ## open the course: JupyterLab on nbs/ with the .venv kernel
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)/nbs" $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-course-run: setup ## run every course notebook top to bottom (copies in build/course-run/), then build the docs
-	rm -rf build/course-run
-	$(BIN)/python tools/execute_nbs.py --keep-going --out build/course-run
+course-run: setup ## run every course notebook top to bottom (nbclient's `jupyter execute`; nbs/ untouched), then build the docs
+	$(BIN)/jupyter execute $(COURSE_NBS)
 	$(BIN)/python tools/build_docs.py site
 
 # A failed docs build does not stop the run: tests/test_docs_site.py then fails and says why,
@@ -102,8 +103,8 @@ check-export: setup ## nbdev_export must leave tinylit/ as committed (notebooks 
 docs: setup ## build the offline docs site into _docs/ (nbdev processing + Sphinx/MyST-NB; no Quarto)
 	$(BIN)/python tools/build_docs.py site
 
-nbs: setup ## re-execute notebooks in place, storing outputs (NB=... for some), then nbdev_clean and fold
-	$(BIN)/python tools/execute_nbs.py $(NB)
+nbs: setup ## re-execute notebooks in place (`jupyter execute --inplace`), storing outputs (NB=... for some), then nbdev_clean and fold
+	$(BIN)/jupyter execute --inplace $(or $(NB),$(COURSE_NBS))
 	$(BIN)/nbdev_clean
 	$(BIN)/python tools/course.py fold $(notdir $(NB))
 

@@ -22,7 +22,8 @@ from tinylit import Tensor, nn
 from tinylit.device import GlobalCounters
 from tinylit.helpers import NO_MEMORY_PLANNER, Context
 from tinylit.nn.state import get_parameters
-from tinylit.schedule import intermediates, planned_memory
+from tinylit.memory import planned_memory
+from tinylit.schedule import intermediates
 
 from bench import mlp_train_step  # benchmarks/ is on the path: this script's own folder
 

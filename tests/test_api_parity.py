@@ -112,7 +112,8 @@ def test_rearrange(device):
   np.testing.assert_array_equal(t.rearrange("b ... w -> w (...) b").numpy(), x.transpose(3, 1, 2, 0).reshape(4, 24, 2))
   assert t.rearrange("b c h w -> b 1 c h w 1").shape == (2, 1, 6, 4, 4, 1)
   for bad, msg in [("b c h w -> b c h", "same axes"), ("b c h -> b c h", "left side has 3 dims"), ("b c (h h2 h3) w -> b c h w h2 h3", "all but one"),
-                   ("b c h w -> b c h w -> b", "exactly one"), ("b c* h w -> b c h w", "not an axis name"), ("b (c h w -> b c h w", "without its ')'")]:
+                   ("b c h w -> b c h w -> b", "exactly one"), ("b c* h w -> b c h w", "not an axis name"),
+                   ("b (c h w -> b c h w", "without its ')'")]:
     with pytest.raises((ValueError, RuntimeError, AssertionError), match=re.escape(msg)):
       t.rearrange(bad, **({"h2": 2} if "h2" in bad else {}))
 

@@ -61,12 +61,10 @@ ERRORS = [
   ("Tensor([1, 2], dtype='complex64', device=d)", DTypeError, ["complex64"]),
   ("Tensor([1, 2], dtype='float31', device=d)", DTypeError, ["float31"]),
   ("Tensor([1, 2], dtype=3, device=d)", DTypeError, ["3"]),
-  ("Tensor(2**40, dtype=dtypes.int32, device=d)", OverflowError, ["1099511627776", "int"]),
-  ("Tensor(-1, dtype=dtypes.uint8, device=d)", OverflowError, ["-1", "uint8"]),
-  ("Tensor(300, dtype=dtypes.uint8, device=d)", OverflowError, ["300"]),
+  # an int outside a dtype you name wraps into it as in tinygrad (Tensor(-1, dtype=dtypes.uint8) is 255: issue 19,
+  # tests/test_api_parity2.py); an int that no dtype holds, where none is named, is still refused
   ("Tensor(2**70, device=d)", OverflowError, ["1180591620717411303424"]),
   ("Tensor([1, 2**70], device=d)", OverflowError, ["1180591620717411303424"]),
-  ("Tensor([1, 2**40], dtype=dtypes.int32, device=d)", OverflowError, ["1099511627776"]),
   ("Tensor([1], device='NOPE')", ValueError, ["NOPE"]),
   ("Tensor([1], device=d).to('NOPE')", ValueError, ["NOPE"]),
   # factories
@@ -568,7 +566,8 @@ NAN_REDUCE = [
   ("nan.max()", "nan.max()"), ("nan.min()", "nan.min()"),
   ("Tensor([[1.0, NAN], [2.0, 3.0]], device=d).max(1)", "T.tensor([[1.0, NAN], [2.0, 3.0]]).amax(1)"),
   ("Tensor([[1.0, NAN], [2.0, 3.0]], device=d).min(0)", "T.tensor([[1.0, NAN], [2.0, 3.0]]).amin(0)"),
-  ("Tensor([[NAN, 1.0, 2.0, 3.0]], device=d).reshape(1, 1, 2, 2).max_pool2d()", "F.max_pool2d(T.tensor([[NAN, 1.0, 2.0, 3.0]]).reshape(1, 1, 2, 2), 2)"),
+  ("Tensor([[NAN, 1.0, 2.0, 3.0]], device=d).reshape(1, 1, 2, 2).max_pool2d()",
+   "F.max_pool2d(T.tensor([[NAN, 1.0, 2.0, 3.0]]).reshape(1, 1, 2, 2), 2)"),
   ("nan.logsumexp(0)", "nan.logsumexp(0)"),
 ]
 

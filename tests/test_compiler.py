@@ -77,7 +77,9 @@ def test_python_device_catches_out_of_bounds():
   buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
   rng = UOp.range(5, 0)
   store = UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (buf, rng)), UOp.const(dtypes.float32, 1.0)))
-  uops = [buf, rng.src[0], rng, UOp(Ops.INDEX, dtypes.float32, (buf, rng)), UOp.const(dtypes.float32, 1.0), store]
+  # a loop closes with ENDRANGE (a RANGE is always a loop: thread indices are SPECIALs, issue 18)
+  uops = [buf, rng.src[0], rng, UOp(Ops.INDEX, dtypes.float32, (buf, rng)), UOp.const(dtypes.float32, 1.0), store,
+          UOp(Ops.ENDRANGE, None, (rng,))]
   prg = PythonProgram("oob", PythonRenderer().render("oob", uops).encode())
   b = Buffer("PYTHON", 4, dtypes.float32).allocate()
   with pytest.raises(IndexError, match="out of bounds"): prg(b._buf)

@@ -1,5 +1,6 @@
 """The stateful fuzzer (tests/fuzz_state.py) on every device: random writes through random views, checked against a
-torch reference of memory after every write. FUZZ_STATE_N=<programs per device> (default 150 on PYTHON, 100 on CPU, 30 on CL, whose compiles are slow; 2,000 at
+torch reference of memory after every write. FUZZ_STATE_N=<programs per device> (default 150 on PYTHON, 100 on CPU,
+30 on CL, whose compiles are slow; 2,000 at
 the desk),
 FUZZ_SEED=<seed> (default 0). A failure prints a standalone repro."""
 import os

@@ -15,7 +15,8 @@ def close(a, b, atol=1e-5, rtol=1e-4): np.testing.assert_allclose(a, b, atol=ato
 @pytest.mark.parametrize("kw", [{}, {"stride": 2}, {"padding": 1}, {"dilation": 2, "padding": 2}, {"groups": 2, "padding": (1, 0)}])
 def test_conv2d(device, kw):
   g = kw.get("groups", 1)
-  x, w, b = rng.standard_normal((2, 4, 7, 7), dtype=np.float32), rng.standard_normal((6, 4 // g, 3, 3), dtype=np.float32), rng.standard_normal(6, dtype=np.float32)
+  x, w, b = (rng.standard_normal((2, 4, 7, 7), dtype=np.float32), rng.standard_normal((6, 4 // g, 3, 3), dtype=np.float32),
+             rng.standard_normal(6, dtype=np.float32))
   tx, tw, tb = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
   lx, lw, lb = [Tensor(v, device=device, requires_grad=True) for v in (x, w, b)]
   ref, out = torch.nn.functional.conv2d(tx, tw, tb, **kw), lx.conv2d(lw, lb, **kw)
@@ -143,13 +144,16 @@ def test_new_layers_match_torch(device, case):
   Tensor.manual_seed(1)
   spec = {
     "conv1d": (lambda: nn.Conv1d(3, 4, 3, stride=2, padding=1), lambda: torch.nn.Conv1d(3, 4, 3, stride=2, padding=1), (2, 3, 9), ["weight", "bias"]),
-    "conv1d_same": (lambda: nn.Conv1d(3, 4, 4, padding="same", dilation=2), lambda: torch.nn.Conv1d(3, 4, 4, padding="same", dilation=2), (2, 3, 9), ["weight", "bias"]),
-    "conv2d_same": (lambda: nn.Conv2d(2, 3, (3, 4), padding="same"), lambda: torch.nn.Conv2d(2, 3, (3, 4), padding="same"), (1, 2, 6, 7), ["weight", "bias"]),
+    "conv1d_same": (lambda: nn.Conv1d(3, 4, 4, padding="same", dilation=2), lambda: torch.nn.Conv1d(3, 4, 4, padding="same", dilation=2),
+                    (2, 3, 9), ["weight", "bias"]),
+    "conv2d_same": (lambda: nn.Conv2d(2, 3, (3, 4), padding="same"), lambda: torch.nn.Conv2d(2, 3, (3, 4), padding="same"),
+                    (1, 2, 6, 7), ["weight", "bias"]),
     "convt1d": (lambda: nn.ConvTranspose1d(3, 4, 3, stride=2, padding=1, output_padding=1),
                 lambda: torch.nn.ConvTranspose1d(3, 4, 3, stride=2, padding=1, output_padding=1), (2, 3, 5), ["weight", "bias"]),
     "convt2d": (lambda: nn.ConvTranspose2d(2, 3, 3, stride=2, dilation=2), lambda: torch.nn.ConvTranspose2d(2, 3, 3, stride=2, dilation=2),
                 (1, 2, 4, 5), ["weight", "bias"]),
-    "convt2d_groups": (lambda: nn.ConvTranspose2d(4, 6, (2, 3), groups=2, bias=False), lambda: torch.nn.ConvTranspose2d(4, 6, (2, 3), groups=2, bias=False),
+    "convt2d_groups": (lambda: nn.ConvTranspose2d(4, 6, (2, 3), groups=2, bias=False),
+                       lambda: torch.nn.ConvTranspose2d(4, 6, (2, 3), groups=2, bias=False),
                        (2, 4, 3, 3), ["weight", "bias"]),
     "groupnorm": (lambda: nn.GroupNorm(2, 6), lambda: torch.nn.GroupNorm(2, 6), (3, 6, 4, 2), ["weight", "bias"]),
     "groupnorm_noaffine": (lambda: nn.GroupNorm(3, 6, affine=False), lambda: torch.nn.GroupNorm(3, 6, affine=False), (3, 6, 5), ["weight", "bias"]),
@@ -221,7 +225,8 @@ def test_lars_matches_reference(kw):
     w_ref = w_ref - step
   close(lw.numpy(), w_ref, atol=1e-5)
 
-@pytest.mark.parametrize("kw", [dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-6, wd=0.0, adam=False), dict(lr=0.02, b1=0.8, b2=0.99, eps=1e-6, wd=0.1, adam=False),
+@pytest.mark.parametrize("kw", [dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-6, wd=0.0, adam=False),
+                                dict(lr=0.02, b1=0.8, b2=0.99, eps=1e-6, wd=0.1, adam=False),
                                 dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, wd=0.05, adam=True)])
 def test_lamb_matches_reference(kw):
   w0, x = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
@@ -245,7 +250,8 @@ def test_sgd_and_adam_are_lars_and_lamb():
 def test_optimizers_on_half_parameters(name):
   "Half weights: updates computed in float32 and rounded once; the result follows the float32 run closely."
   make = {"sgd_momentum": lambda p: nn.optim.SGD(p, lr=0.05, momentum=0.9), "adam": lambda p: nn.optim.Adam(p, lr=0.01),
-          "adamw": lambda p: nn.optim.AdamW(p, lr=0.01), "lamb": lambda p: nn.optim.LAMB(p, lr=0.01), "lars": lambda p: nn.optim.LARS(p, lr=0.1)}[name]
+          "adamw": lambda p: nn.optim.AdamW(p, lr=0.01), "lamb": lambda p: nn.optim.LAMB(p, lr=0.01),
+          "lars": lambda p: nn.optim.LARS(p, lr=0.1)}[name]
   w0, x = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((6, 4)).astype(np.float32)
   results = {}
   for dt in ("float32", "float16"):

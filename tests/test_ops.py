@@ -154,7 +154,8 @@ MOVEMENT = {
   "pad_value": (lambda x: torch.nn.functional.pad(x, (1, 1), value=3.0), lambda x: x.pad((1, 1), value=3.0)),
   "shrink": (lambda x: x[:, 1:3, 2:], lambda x: x.shrink((None, (1, 3), (2, 4)))),
   "flip": (lambda x: x.flip(1), lambda x: x.flip(1)), "flip2": (lambda x: x.flip((0, 2)), lambda x: x.flip((0, 2))),
-  "flatten": (lambda x: x.flatten(1), lambda x: x.flatten(1)), "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x.shrink(((0, 1), None, None)).squeeze(0)),
+  "flatten": (lambda x: x.flatten(1), lambda x: x.flatten(1)),
+  "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x.shrink(((0, 1), None, None)).squeeze(0)),
   "unsqueeze": (lambda x: x.unsqueeze(1), None), "T_sum": (lambda x: x.sum(0).T, lambda x: x.sum(0).T),
 }
 
@@ -234,7 +235,8 @@ def test_every_dtype(device, dt):
   from tinylit.dtype import to_dtype
   npdt = to_dtype(dt).np
   rng = np.random.default_rng(DTYPES.index(dt))
-  a = rng.integers(0, 2, 6).astype(npdt) if dt == "bool" else (rng.uniform(-50, 50, 6) if "int" not in dt or dt.startswith("int") else rng.uniform(0, 100, 6)).astype(npdt)
+  a = rng.integers(0, 2, 6).astype(npdt) if dt == "bool" else \
+    (rng.uniform(-50, 50, 6) if "int" not in dt or dt.startswith("int") else rng.uniform(0, 100, 6)).astype(npdt)
   b = rng.integers(0, 2, 6).astype(npdt) if dt == "bool" else (rng.uniform(1, 20, 6)).astype(npdt)
   ta, tb = Tensor(a, device=device), Tensor(b, device=device)
   assert ta.dtype.name == to_dtype(dt).name

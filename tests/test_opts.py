@@ -3,7 +3,8 @@ reduces over each axis, matmuls whose sizes aren't multiples of the vector width
 and half dtypes), each checked against the same kernel with no opts (NOOPT), on every device this machine has.
 
 CI runs OPT_FUZZ_N cases per machine (default 2000: 700 on CPU, whose every case runs the C compiler, 1000 on
-PYTHON, 40 on CL, whose PoCL compiles take seconds; a GPU gets 700), split into chunks for xdist; more at the desk with `OPT_FUZZ_N=20000 OPT_FUZZ_SEED=7 pytest tests/test_opts.py`.
+PYTHON, 40 on CL, whose PoCL compiles take seconds; a GPU gets 700), split into chunks for xdist; more at the desk with
+`OPT_FUZZ_N=20000 OPT_FUZZ_SEED=7 pytest tests/test_opts.py`.
 A failure names the kernel, the opts and the seed."""
 import os, random
 import numpy as np
@@ -87,7 +88,8 @@ def close(got: np.ndarray, ref: np.ndarray) -> bool:
   if ref.dtype.kind in "iub": return np.array_equal(got, ref)
   # opts may sum in another order (partial sums): compare to the size of the values, NaNs where NaNs are
   tol = 1e-2 if ref.dtype == np.float16 else 1e-4
-  return bool(np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=tol, atol=tol * (1 + np.nanmax(np.abs(ref), initial=0)), equal_nan=True))
+  return bool(np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=tol,
+                          atol=tol * (1 + np.nanmax(np.abs(ref), initial=0)), equal_nan=True))
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))

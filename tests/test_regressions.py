@@ -554,3 +554,13 @@ def test_matmul_nest_past_int32(device):
   # compiled, not run: the PYTHON emulator would take hours over 2**33 iterations
   kernels = [si.ast for si in (a @ b).schedule() if si.ast.op is Ops.SINK]
   assert kernels and all("2048" in get_program(ast, Device[device].renderer).src for ast in kernels)
+
+
+@pytest.mark.parametrize("device", ALL)
+def test_signed_zero_constants_stay_apart(device):
+  # -0.0 == 0.0 in Python, so a lazy graph deduplicated by value gave full(-0.0) the +0.0 buffer: 1/x came out +inf
+  pos, neg = Tensor.full((2,), 0.0, device=device), Tensor.full((2,), -0.0, device=device)
+  np.testing.assert_array_equal((1 / pos).numpy(), [np.inf, np.inf])
+  np.testing.assert_array_equal((1 / neg).numpy(), [-np.inf, -np.inf])
+  x = Tensor([1.0, 2.0], device=device)
+  np.testing.assert_array_equal((1 / (x * -0.0)).numpy(), [-np.inf, -np.inf])

@@ -295,7 +295,8 @@ def test_squeeze_edges(device):
 def test_gather_edges(device):
   b = torch.randint(3, size=(4, 5, 6), generator=torch.Generator().manual_seed(0))
   for dim in (0, 1, 2, -1, -3):
-    check_op(device, [(4, 5, 6)], lambda x, dim=dim: x.gather(dim, b), lambda x, dim=dim: x.gather(dim, Tensor(b.numpy().astype(np.int32), device=device)))
+    check_op(device, [(4, 5, 6)], lambda x, dim=dim: x.gather(dim, b),
+             lambda x, dim=dim: x.gather(dim, Tensor(b.numpy().astype(np.int32), device=device)))
   idx = [2, 1, 0, 1, 2]
   check_op(device, [(3,)], lambda x: x.gather(0, torch.tensor(idx)), lambda x: x.gather(0, Tensor(idx, device=device)))
   with pytest.raises(RuntimeError): Tensor.ones(4, 5, 6).gather(0, Tensor([1]))
@@ -378,7 +379,8 @@ def test_meshgrid(indexing):
 # ---- exception types tinygrad's tests expect (our classes are also what numpy and torch raise)
 @pytest.mark.parametrize("fxn,exc", [
   (lambda x: x.reshape((-1, -1, 2)), RuntimeError), (lambda x: x.reshape((-1, -1, -1, 2)), RuntimeError),
-  (lambda x: x.reshape(5), ValueError), (lambda x: x.reshape(3, 4, 1, 1).permute((0, 2)), RuntimeError), (lambda x: x.permute((0, 1, 2, 3, 3, 3)), RuntimeError),
+  (lambda x: x.reshape(5), ValueError), (lambda x: x.reshape(3, 4, 1, 1).permute((0, 2)), RuntimeError),
+  (lambda x: x.permute((0, 1, 2, 3, 3, 3)), RuntimeError),
   (lambda x: x.permute((0, 0)), RuntimeError), (lambda x: x.flip((0, 0)), RuntimeError), (lambda x: x.flip((1, -1)), RuntimeError),
   (lambda x: x.clip(None, None), RuntimeError), (lambda x: x.expand(4, 1, 1, 6), (ValueError, RuntimeError)),
   (lambda x: Tensor.linspace(5, 10, 3, dtype="bool"), (RuntimeError, ValueError)), (lambda x: Tensor.linspace(1, 2, -1), ValueError),
@@ -387,7 +389,8 @@ def test_meshgrid(indexing):
   (lambda x: Tensor(1.0).cat(Tensor(1.0)), IndexError), (lambda x: Tensor.stack(x, dim=77), IndexError),
   (lambda x: x.reshape(3, 4, 1).repeat(2, 4), ValueError),
   (lambda x: x.conv2d(Tensor.ones(6, 1, 3, 3), dilation=3), (RuntimeError, AssertionError)),
-  (lambda x: x.cross_entropy(Tensor([0, 1, 2]), reduction="typo"), ValueError), (lambda x: x.nll_loss(Tensor([0, 1, 2]), reduction="typo"), ValueError),
+  (lambda x: x.cross_entropy(Tensor([0, 1, 2]), reduction="typo"), ValueError),
+  (lambda x: x.nll_loss(Tensor([0, 1, 2]), reduction="typo"), ValueError),
   (lambda x: (x != x).sum().backward(), RuntimeError), (lambda x: Tensor.ones(3, 4).sum(acc_dtype=""), AttributeError),
 ])
 def test_error_types(fxn, exc):

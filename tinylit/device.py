@@ -145,7 +145,11 @@ class _Device:
     name = self.ALIASES.get(name, name)
     if name not in self._devices: raise ValueError(f"unknown device {device!r}; tinylit has {', '.join(self._devices)}")
     return name
-  def __getitem__(self, device: str) -> Compiled: return self._open(self.canonicalize(device))
+  def __getitem__(self, device: str) -> Compiled:
+    # every launch asks: a name asked for before skips canonicalizing
+    if (dev := self._by_name.get(device)) is None: dev = self._by_name[device] = self._open(self.canonicalize(device))
+    return dev
+  _by_name: dict = {}
   @functools.cache  # noqa: B019 -- one registry per process, so the cache never outlives what it caches
   def _open(self, name: str) -> Compiled:
     # imported on first use: a backend sits above this layer (it needs the renderer), and may need packages
@@ -176,11 +180,14 @@ def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
 def launch(p: ProgramSpec, prg: Any, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
   """Run `prg`, the loaded program of kernel `p`, once on `bufs` (its parameters, in order) with the values of its
   variables; wait for the device and return the seconds it took. The one launch path, timed or not."""
-  var_vals = var_vals or {}
-  if missing := [v.arg[0] for v in p.vars if v not in var_vals]:
-    raise ValueError(f"{p.function_name}: no value for variable {', '.join(missing)}: a symbolic kernel takes each one's value")
-  vals = tuple(var_vals[v] for v in p.vars)   # int arguments after the buffers, in the order of p.vars
+  vals: tuple[int, ...] = ()
+  if p.vars:
+    var_vals = var_vals or {}
+    if missing := [v.arg[0] for v in p.vars if v not in var_vals]:
+      raise ValueError(f"{p.function_name}: no value for variable {', '.join(missing)}: a symbolic kernel takes each one's value")
+    vals = tuple(var_vals[v] for v in p.vars)   # int arguments after the buffers, in the order of p.vars
+  device = Device[p.device]
   st = time.perf_counter()
   prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=vals)
-  Device[p.device].synchronize()
+  device.synchronize()
   return time.perf_counter() - st

@@ -10,15 +10,19 @@ from typing import Final
 import numpy as np
 
 # %% auto #0
-__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'DType', 'dtypes',
-           'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype', 'bf16_to_float', 'float_to_bf16',
-           'truncate_fp16', 'truncate_bf16']
+__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'UnknownDTypeError', 'DType',
+           'dtypes', 'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype', 'bf16_to_float',
+           'float_to_bf16', 'truncate_fp16', 'truncate_bf16']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 # (defined here, first, because `dtypes` raises it; chapter section "to_dtype" below says why it is three errors at once)
-class DTypeError(TypeError, RuntimeError, AttributeError):
-  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit), a RuntimeError
-  (torch's) and an AttributeError (tinygrad looks names up with getattr), so code written for any of them catches it."""
+class DTypeError(TypeError, RuntimeError):
+  """A dtype that doesn't exist, or doesn't suit the op. It is a TypeError (numpy's and Python's habit) and a
+  RuntimeError (torch's), so code written for either catches it. Not an AttributeError: `hasattr` and `getattr` with a
+  default would swallow one raised inside a property, as if the attribute were missing."""
+
+class UnknownDTypeError(DTypeError, AttributeError):
+  "A dtype name that doesn't exist: tinygrad looks names up with `getattr(dtypes, name)`, so this one is also an AttributeError."
 
 @dataclass(frozen=True, order=True)
 class DType:
@@ -100,8 +104,10 @@ class dtypes:
     if dtypes.is_float(dtype): return float(np.array(val, dtype=dtype.np)) if dtype != dtypes.float64 else float(val)
     if dtype == dtypes.bool: return bool(val)
     if isinstance(val, float) and (math.isnan(val) or math.isinf(val)): return 0
-    return int(np.array(int(val) if not isinstance(val, bool) else val).astype(dtype.np, casting="unsafe").item()) \
-      if abs(int(val)) < 2**64 else 0
+    # two's complement: keep the low bits, and read the top one as the sign where the dtype has one
+    bits = 8 * dtype.itemsize
+    low = int(val) % 2**bits
+    return low - 2**bits if not dtypes.is_unsigned(dtype) and low >= 2**(bits - 1) else low
   @staticmethod
   def min(dtype: DType):
     if dtypes.is_int(dtype): return 0 if dtypes.is_unsigned(dtype) else -2**(8*dtype.itemsize-1)
@@ -166,7 +172,8 @@ def to_dtype(x) -> DType:
   "Accept a DType, a tinygrad-style name ('float32') or a numpy dtype."
   if isinstance(x, DType): return x
   if isinstance(x, str) and isinstance(getattr(dtypes, x, None), DType): return getattr(dtypes, x)  # aliases too
-  if x is None or isinstance(x, str): raise DTypeError(f"unknown dtype {x!r}")  # numpy would read None as float64
+  if isinstance(x, str): raise UnknownDTypeError(f"unknown dtype {x!r}")
+  if x is None: raise DTypeError(f"unknown dtype {x!r}")  # numpy would read None as float64
   try: return dtypes.from_np(x)
   except (TypeError, KeyError): raise DTypeError(f"unknown dtype {x!r}") from None
 

@@ -9,11 +9,12 @@ from typing import Any
 from .dtype import dtypes
 from .ops import Ops, GroupOp, UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
-from .symbolic import fold_constants, split_add, symbolic
+from .ops import split_add
+from .symbolic import fold_constants, symbolic
 
 # %% auto #0
-__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'vector_cleanup', 'ExpandContext', 'broadcast',
-           'gep', 'expand']
+__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'cleanup', 'vector_cleanup', 'ExpandContext',
+           'broadcast', 'gep', 'expand']
 
 # %% ../nbs/06a_expander.ipynb #6bc078ad
 def _depends(u: UOp, r: UOp | None, memo: dict) -> bool:
@@ -48,13 +49,20 @@ def _fold_load(ctx: ExpandContext, x: UOp, idx: UOp) -> UOp | None:
   buf, addr, valid = idx.src[0], idx.src[1], idx.src[2] if len(idx.src) == 3 else UOp.const(dtypes.bool, True)
   if not (ctx.depends(addr) or ctx.depends(valid)) or x.dtype.count > 1: return None
   w = ctx.width
-  if (split := _split_lane(ctx, addr)) is not None and split[1] == 1 and not ctx.depends(valid):
+  contiguous = (split := _split_lane(ctx, addr)) is not None and split[1] == 1
+  if contiguous and not ctx.depends(valid):
     # consecutive elements: one vector load from `base`
     vidx = UOp(Ops.INDEX, x.dtype.vec(w), (buf, split[0], valid))
     return UOp(Ops.LOAD, x.dtype.vec(w), (vidx, *x.src[1:]))
   # anything else (a stride, a mask along the lanes): one load per lane, gathered into a vector
   loads = [UOp(Ops.LOAD, x.dtype, (UOp(Ops.INDEX, x.dtype, (buf, ctx.at(addr, i), ctx.at(valid, i))), *x.src[1:])) for i in range(w)]
-  return UOp(Ops.VECTORIZE, x.dtype.vec(w), tuple(loads))
+  gathered = UOp(Ops.VECTORIZE, x.dtype.vec(w), tuple(loads))
+  if not contiguous: return gathered
+  # consecutive elements with a mask along the lanes (the end of an axis that PADTO padded): where every lane is
+  # valid, which is nearly everywhere, one vector load; the lane-by-lane gather only at the edge
+  every = functools.reduce(lambda a, b: a & b, [ctx.at(valid, i) for i in range(w)])
+  whole = UOp(Ops.LOAD, x.dtype.vec(w), (UOp(Ops.INDEX, x.dtype.vec(w), (buf, split[0], every)), *x.src[1:]))
+  return UOp(Ops.WHERE, x.dtype.vec(w), (UOp(Ops.VECTORIZE, dtypes.bool.vec(w), (every,) * w), whole, gathered))
 
 def _fold_store(ctx: ExpandContext, idx: UOp, val: UOp) -> UOp | None:
   buf, addr, gate = idx.src[0], idx.src[1], idx.src[2] if len(idx.src) == 3 else UOp.const(dtypes.bool, True)
@@ -102,7 +110,7 @@ def _vectorize_store(ctx: ExpandContext, idx: UOp, val: UOp) -> UOp | None:
 
 vectorize = PatternMatcher([
   (UPat(Ops.RANGE, name="r"), lambda ctx, r: UOp.const(dtypes.int32.vec(ctx.width), tuple(range(ctx.width))) if r is ctx.lane else None),
-  (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), _vectorize_alu),
+  (UPat(tuple(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}), name="x"), _vectorize_alu),
   (UPat(Ops.REDUCE, name="x"), _vectorize_reduce),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("val"))), _vectorize_store),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: x.replace(dtype=x.src[0].dtype.scalar()) if x.dtype != x.src[0].dtype.scalar() else None),
@@ -126,6 +134,11 @@ def gep(x: UOp, i: int) -> UOp: return UOp(Ops.GEP, x.dtype.scalar(), (x,), i)
 
 def _devectorize_alu(ctx: ExpandContext, x: UOp) -> UOp | None:
   if x.dtype.count == 1 or ctx.opts.supports_vector(x): return None
+  # one condition for every lane (`_fold_load`'s masked load): a choice between two whole vectors, where the device
+  # has vector adds (C's `c ? a : b` takes vectors), instead of a choice per lane
+  if x.op is Ops.WHERE and ctx.opts.supports_vector(x.replace(op=Ops.ADD, src=x.src[1:])):
+    if (c := x.src[0]).dtype.count == 1: return None
+    if c.op is Ops.VECTORIZE and all(s is c.src[0] for s in c.src): return x.replace(src=(c.src[0], *x.src[1:]))
   return UOp(Ops.VECTORIZE, x.dtype, tuple(UOp(x.op, x.dtype.scalar(), tuple(gep(s, i) for s in x.src), x.arg)
                                            for i in range(x.dtype.count)))
 
@@ -153,7 +166,7 @@ def _devectorize_assign(ctx: ExpandContext, x: UOp) -> UOp | None:
                                            for i in range(x.dtype.count)))
 
 devectorize = PatternMatcher([
-  (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), _devectorize_alu),
+  (UPat(tuple(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}), name="x"), _devectorize_alu),
   (UPat(Ops.DEFINE_ACC, name="x"), _devectorize_acc),
   (UPat(Ops.ASSIGN, name="x"), _devectorize_assign),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), _devectorize_load),
@@ -180,14 +193,19 @@ def _flatten(x: UOp) -> UOp | None:
   if not any(s.op is Ops.SINK for s in x.src): return None
   return x.replace(src=tuple(y for s in x.src for y in (s.src if s.op is Ops.SINK else (s,))))
 
+# a load or store that is always valid needs no gate: chapter 6's lowering meets one once simplification proves a
+# view's valid condition True, the expander once a vector's gate is split into lanes. Both use this one rule
+cleanup = PatternMatcher([
+  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
+   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
+])
+
 vector_cleanup = PatternMatcher([
   (UPat((Ops.SINK, Ops.BARRIER), name="x"), _flatten),
   (UPat(Ops.GEP, name="x"), _gep),
   (UPat(Ops.VECTORIZE, name="x"), _vectorize_of),
   (UPat(tuple(GroupOp.ALU | {Ops.CAST}), name="x"), fold_constants),
-  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
-   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
-])
+]) + cleanup
 
 def expand(sink: UOp, opts: Any) -> UOp:
   "Vectors for the vector axis, accumulators for reduces, lanes where the device needs them."

@@ -4,13 +4,13 @@
 
 # %% ../nbs/08c_helpers.ipynb #8e8fe1b0
 from __future__ import annotations
-import contextlib, ctypes, functools, math, os, sys
+import contextlib, ctypes, functools, math, os, sys, tempfile
 from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
 __all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'CAPTURING', 'WINO', 'FUSE_ARANGE', 'CI', 'prod', 'argfix',
            'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv', 'ContextVar', 'Context', 'colored', 'ansilen',
-           'to_function_name', 'mv_address', 'cache_dir']
+           'to_function_name', 'mv_address', 'cache_dir', 'temp']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -114,6 +114,10 @@ def mv_address(mv) -> int:
 def cache_dir() -> str:
   "Where compiled programs are cached (`TINYLIT_CACHE`, default ~/.cache/tinylit)."
   return os.getenv("TINYLIT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tinylit"))
+
+def temp(name: str) -> str:
+  "A path called `name` in the system's temporary folder (tinygrad's `helpers.temp`)."
+  return os.path.join(tempfile.gettempdir(), name)
 
 # %% ../nbs/08c_helpers.ipynb #4d0be211
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))

@@ -4,7 +4,6 @@
 
 # %% ../nbs/06b_heuristic.ipynb #ddcc19f2
 from __future__ import annotations
-import itertools
 from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
@@ -82,9 +81,13 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
-    if kinds[v] == "reduce":  # partial sums: 4 x 4 outputs along two axes that inputs are reused across
-      reuse = [a for a in outs if any(a not in moving for moving in loads)]
-      tiles += [[(t1, 4), (t2, 4)] for t1, t2 in itertools.combinations(reuse, 2) if rest[t1] % 4 == 0 and rest[t2] % 4 == 0]
+    if kinds[v] == "global" and max(k.opts.vector_widths) >= 16 and rest[v] % 2 == 0:
+      # a block two vectors wide: 8 rows x 2 vectors, 16 running sums (the 32 vector registers of a CPU with 16-lane
+      # vectors hold them): each row's value loaded serves two vectors, and the reused panel is walked half as often
+      tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0]
+    # partial sums (a reduce vector) get a tile along one output axis too: 8 rows of `x` in x @ W.T stay in the
+    # nearest cache while the loop inside reads W one row after another. A 4 x 4 tile over two axes costs fewer
+    # instructions by `_cost`, but reads 8 rows at once, and measured 1.5-3x slower on the matmuls of a GPT step
     for tile in tiles:
       key = (round(_cost(k, work, [(v, width)] + tile), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, v)
@@ -112,6 +115,11 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if _size(k.full_shape) < 1024: return k
   if k.opts.has_local: return _gpu_optimizations(k)
   vec = None  # where the loop of the vector axis's rest is, once the upcasts are in
+  # 0. odd sizes: an output axis that 4 doesn't divide (a prime, a vocabulary of 65) takes no vector and no tile, so
+  #    a reduce pads it (PADTO) up to a multiple that costs at most a quarter more work, where the plan then splits it
+  #    (elsewhere padding would only add masks); padded outputs aren't stored
+  if k.reduceop is not None:
+    for pad in _pays(k, _odd_pads(k)): _try(k, pad)
   if k.reduceop is not None and (plan := _reduce_plan(k)) is not None:
     # 1 and 2. vectors and a register tile: the cheapest plan (`_cost`). Then the vector axis's loop goes outside the
     #    tile's, so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks
@@ -132,11 +140,37 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if vec is not None and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.UPCAST, vec, 8)) or _try(k, Opt(OptOps.UPCAST, vec, 4))
     elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
   # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
-  #    one contiguous part), if there is enough work to pay for waking them
-  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16:
+  #    one contiguous part), if there is enough work to pay for waking them (some microseconds): 64K points of an
+  #    elementwise kernel; a reduce that reads 256 KB or runs a million points (a small matmul in registers doesn't)
+  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16 and \
+     (k.reduceop is None or _size(k.full_shape) >= 1 << 20 or _bytes_read(k) >= 1 << 18):
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
+
+def _odd_pads(k: Kernel) -> list[Opt]:
+  """PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most a quarter
+  (65 to 80: a 16-lane vector more than pays for the extra work)."""
+  pads = []
+  for axis in range(k.first_reduce):
+    if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
+      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
+      if amt is not None: pads.append(Opt(OptOps.PADTO, axis, amt))
+  return pads
+
+def _pays(k: Kernel, pads: list[Opt]) -> list[Opt]:
+  "The pads whose axis the reduce plan of the padded kernel splits (a trial kernel, all pads applied at once)."
+  if not pads: return []
+  trial = Kernel(k.ast, k.opts)
+  for opt in k.applied_opts + pads:
+    if not _try(trial, opt): return []
+  plan = _reduce_plan(trial)
+  return [pad for pad in pads if plan is not None and any(axis == pad.axis for axis, _ in plan)]
+
+def _bytes_read(k: Kernel) -> int:
+  "About how many bytes the kernel's loads touch: each buffer's elements that its view moves over (not the repeats)."
+  loads = [(u.src[1].arg.views[0], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
+  return sum(prod(s if isinstance(s, int) else s.vmax for s, st in zip(v.shape, v.strides) if st != 0) * size for v, size in loads)
 
 def _copies(k: Kernel) -> int:
   "How many separate accumulators (copies of the loop body) the upcast and unroll axes that aren't vectors make."

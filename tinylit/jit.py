@@ -14,7 +14,7 @@ from .device import Buffer
 from .helpers import DEBUG, JIT
 from .ops import Ops, UOp, sint
 from .realize import ExecItem, capturing
-from .schedule import _internal_memory_planner
+from .memory import internal_memory_planner
 
 # %% auto #0
 __all__ = ['JitError', 'TinyJit']
@@ -101,7 +101,7 @@ class TinyJit:
           raise JitError(f"TinyJit: {arg_name} changed from {self.expected_args.get(arg_name)!r} to {value!r}; the captured "
                          "kernels have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
       for (j, i), n in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_buffers[n]
-      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals}, jit=True)
+      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals} if var_vals else None, jit=True)
       ret = _map_tensors(self.ret, lambda t: self._replayed(t, inputs, var_vals))
     elif self.cnt == 1:
       self.expected, self.expected_args = signature, self._other_args(args, kwargs)
@@ -117,7 +117,7 @@ class TinyJit:
       # the recording's own intermediates (buffers nothing outside it can see: the planner's views; inputs, weights,
       # gradients and outputs may belong to a tensor) share memory where their lifetimes across the whole step allow
       keep = {b for ei in captured for b in ei.bufs if b._base is None}
-      assigned = _internal_memory_planner([ei.bufs for ei in captured], keep)
+      assigned = internal_memory_planner([ei.bufs for ei in captured], keep)
       for ei in captured: ei.bufs = [assigned.get(b, b) for b in ei.bufs]
       self.jit_cache, self.ret = captured, ret
       position = {id(b): n for n, b in enumerate(input_buffers)}
@@ -191,3 +191,76 @@ def _same(a, b) -> bool:
   if isinstance(a, (int, float, str, bytes, bool, type(None))): return type(a) is type(b) and a == b
   if isinstance(a, (tuple, list)): return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
   return a is b
+
+# %% ../nbs/09_jit.ipynb #c84e0465
+from .lazy import LazyBuffer
+from .realize import CompiledRunner
+from .renderer import ProgramSpec
+
+class _SavedTensor:
+  "A returned tensor in a pickled recording: its base buffer's number and shape, its view, and what it was."
+  def __init__(self, buf: int, base_shape: tuple, st, requires_grad: bool | None, input_n: int | None):
+    self.buf, self.base_shape, self.st, self.requires_grad, self.input_n = buf, base_shape, st, requires_grad, input_n
+
+def _jit_getstate(self: TinyJit) -> dict:
+  "pickle's hook: the recording as plain data (buffers by number, kernels as ProgramSpecs); the function is dropped."
+  if not self.jit_cache:
+    raise JitError(f"TinyJit: can't pickle {getattr(self.fxn, '__name__', 'a jit')} before it captured (call it twice first)")
+  in_slots = {id(self.jit_cache[j].bufs[i]) for j, i in self.input_replace}
+  number: dict[int, int] = {}
+  table: list[tuple] = []   # (device, size, dtype, number of its base or None, bytes or None)
+  def num(b: Buffer) -> int:
+    if id(b) not in number:
+      base = None if b._base is None else num(b._base)
+      keep = b._base is None and b.is_allocated and id(b) not in in_slots
+      number[id(b)] = len(table)
+      table.append((b.device, b.size, b.dtype, base, b.numpy().tobytes() if keep else None))
+    return number[id(b)]
+  items = []
+  for ei in self.jit_cache:
+    item = copy.copy(ei)
+    item.bufs = [num(b) for b in ei.bufs]
+    item.prg = ei.prg.p if isinstance(ei.prg, CompiledRunner) else ei.prg   # a compiled program is a C handle
+    items.append(item)
+  def save(t) -> _SavedTensor:
+    lb = t.lazydata
+    return _SavedTensor(num(lb.base.realized), lb.base.shape, lb.st, t.requires_grad, self.returned_inputs.get(id(lb.base)))
+  ret = _map_tensors(self.ret, save)
+  skip = ("fxn", "__wrapped__", "jit_cache", "ret", "returned_inputs")
+  return {**{k: v for k, v in vars(self).items() if k not in skip}, "fxn": None, "jit_cache": items, "ret": ret,
+          "buffers": table}
+
+def _jit_setstate(self: TinyJit, state: dict) -> None:
+  "unpickle's hook: new buffers (with their saved bytes), kernels compiled again, returned tensors on those buffers."
+  from tinylit.tensor import Tensor
+  state = dict(state)
+  buffers: list[Buffer] = []
+  for device, size, dtype, base, raw in state.pop("buffers"):
+    buffers.append(Buffer(device, size, dtype, base=None if base is None else buffers[base]))
+    if raw is not None: buffers[-1].copyin(memoryview(bytearray(raw)))
+  for item in state["jit_cache"]:
+    item.bufs = [buffers[n] for n in item.bufs]
+    if isinstance(item.prg, ProgramSpec): item.prg = CompiledRunner(item.prg)
+  bases: dict[int, LazyBuffer] = {}
+  def load(s: _SavedTensor) -> Tensor:
+    if s.buf not in bases: bases[s.buf] = LazyBuffer.from_buffer(buffers[s.buf], s.base_shape)
+    base = bases[s.buf]
+    if s.input_n is not None: self.returned_inputs[id(base)] = s.input_n
+    lb = base if s.st == base.st else base._view(s.st)
+    return Tensor(lb, device=lb.device, requires_grad=s.requires_grad)
+  self.__dict__.update(state, returned_inputs={})
+  self.ret = _map_saved(state["ret"], load, {})
+
+def _map_saved(ret, fn: Callable, done: dict):
+  "`ret` with `fn(s)` for every _SavedTensor `s` in its dicts, lists and tuples: `_map_tensors` the other way round."
+  if isinstance(ret, _SavedTensor):
+    if id(ret) not in done: done[id(ret)] = fn(ret)
+    return done[id(ret)]
+  if isinstance(ret, dict): return type(ret)({k: _map_saved(v, fn, done) for k, v in ret.items()})
+  if isinstance(ret, list): return type(ret)(_map_saved(v, fn, done) for v in ret)
+  if isinstance(ret, tuple):
+    parts = [_map_saved(v, fn, done) for v in ret]
+    return ret._make(parts) if hasattr(ret, "_make") else tuple(parts)
+  return ret
+
+TinyJit.__getstate__, TinyJit.__setstate__ = _jit_getstate, _jit_setstate

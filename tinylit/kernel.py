@@ -10,16 +10,16 @@ from enum import Enum, auto
 from typing import Any
 from .dtype import dtypes
 from .helpers import all_int, colored, prod
-from .ops import Ops
+from .ops import Ops, GroupOp, exec_alu
 from .ops import UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .symbolic import symbolic
 from .shapetracker import ShapeTracker, View
-from .expander import expand
+from .expander import expand, cleanup
 
 # %% auto #0
-__all__ = ['AXIS_COLORS', 'lowerer', 'cleanup', 'LOOP_ORDER', 'fold_views', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt',
-           'KernelOpts', 'Kernel', 'axis_stride', 'linearize']
+__all__ = ['AXIS_COLORS', 'lowerer', 'LOOP_ORDER', 'fold_views', 'KernelShape', 'OptOps', 'KernelOptError', 'Opt', 'KernelOpts',
+           'Kernel', 'axis_stride', 'get_grouped_dims', 'linearize']
 
 # %% ../nbs/06_linearize.ipynb #5a225959
 # tinygrad's colours for the kinds of axes, in kernel names (DEBUG=2) and in pictures
@@ -92,6 +92,9 @@ class KernelShape:
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[Opt] = []
     self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = 0
+    # PADTO's padded axes: for each, a view that reads the position along the axis, the axis's size before padding,
+    # and the views masked there
+    self.pads: list[tuple[ShapeTracker, int, frozenset[ShapeTracker]]] = []
     self.fold_views()
     # loops over the output's axes first, reduce axes last (their order among themselves unchanged)
     out, full = self.output_shape, self.full_shape
@@ -129,12 +132,14 @@ class KernelShape:
 
   def _permute(self, order: list[int]) -> None:
     self.sts = {k: st.permute(tuple(order)) for k, st in self.sts.items()}
+    self.pads = [(st.permute(tuple(order)), size, masked) for st, size, masked in self.pads]
   def _reshape_all(self, new_shape_of, only_if_free: bool = False) -> bool:
     """Reshape every view with `new_shape_of(old_shape)`. With `only_if_free`, keep it only if no view needs an extra
     View for it (a merge that makes the index math harder is no simplification)."""
     new = {k: st.reshape(new_shape_of(st.shape)) for k, st in self.sts.items()}
     if only_if_free and any(len(new[k].views) != len(st.views) for k, st in self.sts.items()): return False
     self.sts = new
+    self.pads = [(st.reshape(new_shape_of(st.shape)), size, masked) for st, size, masked in self.pads]
     return True
 
   def fold_views(self) -> None:
@@ -188,7 +193,8 @@ class KernelShape:
     move = axis if top else axis + 1
     if move < insert_before: insert_before += 1
     # a view that has size 1 there (the output, along a reduce axis) gets two axes of size 1
-    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1)) + s[axis + 1:])
+    self._reshape_all(lambda s: s[:axis] + (((amount, s[axis] // amount) if top else (s[axis] // amount, amount)) if s[axis] > 1 else (1, 1))
+                      + s[axis + 1:])
     order = [i for i in range(insert_before) if i != move] + [move] + [i for i in range(insert_before, self.shape_len) if i != move]
     self._permute(order)
 
@@ -210,7 +216,8 @@ class KernelShape:
 # %% ../nbs/06_linearize.ipynb #157d728c
 class OptOps(Enum):
   "The ways an optimization reshapes a kernel's loops (tinygrad's names)."
-  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto(); THREAD = auto(); SWAP = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto(); THREAD = auto(); PADTO = auto()  # noqa: E702
+  SWAP = auto()
   def __lt__(self, x: OptOps) -> bool: return self.value < x.value
 
 class KernelOptError(Exception):
@@ -218,7 +225,8 @@ class KernelOptError(Exception):
 
 @dataclass(frozen=True, order=True)
 class Opt:
-  "One optimization: `op` on `axis` by `amt` (0: the whole axis). UNROLL counts axes from the first reduce axis."
+  """One optimization: `op` on `axis` by `amt` (0: the whole axis; PADTO: the multiple to pad up to). UNROLL counts
+  axes from the first reduce axis."""
   op: OptOps
   axis: int | None = None
   amt: int | None = None
@@ -243,7 +251,8 @@ class KernelOpts(KernelShape):
            OptOps.GROUPTOP: ("has_shared", "the device has no shared memory for a grouped reduce"),
            OptOps.THREAD: ("has_threads", "the device runs no threads of its own")}
   TAKES = {OptOps.UPCAST: ("global", "local"), OptOps.UNROLL: ("reduce",), OptOps.LOCAL: ("global",),
-           OptOps.GROUP: ("reduce",), OptOps.GROUPTOP: ("reduce",), OptOps.THREAD: ("global",)}
+           OptOps.GROUP: ("reduce",), OptOps.GROUPTOP: ("reduce",), OptOps.THREAD: ("global",),
+           OptOps.PADTO: ("global", "reduce")}
 
   def apply_opt(self, opt: Opt) -> None:
     "Check that `opt` applies here, then reshape the axes; raises KernelOptError (naming opt and shape) if not."
@@ -261,6 +270,7 @@ class KernelOpts(KernelShape):
     _check(isinstance(self.full_shape[axis], int), opt, self, f"axis {axis} has a symbolic size: no opt splits it")
     _check(kind in self.TAKES[opt.op], opt, self, f"{opt.op.name.lower()} is for {' or '.join(self.TAKES[opt.op])} axes, "
                                                   f"axis {axis} is {kind}")
+    if opt.op is OptOps.PADTO: return self._pad_to(opt, axis)
     amt = opt.amt if opt.amt else self.full_shape[axis]
     _check(isinstance(amt, int) and amt > 1, opt, self, "the amount must be an int > 1")
     _check(self.full_shape[axis] % amt == 0, opt, self, f"{amt} doesn't divide axis {axis} of size {self.full_shape[axis]}")
@@ -287,12 +297,69 @@ class KernelOpts(KernelShape):
     self.applied_opts.append(opt)
     self._drop_ones()
 
+  def _pad_to(self, opt: Opt, axis: int) -> None:
+    """PADTO: grow `axis` up to a multiple of `opt.amt`, so that other opts can split it. Every view that spans the
+    axis is extended (its strides unchanged) and its reads and writes past the old size are masked: a load there
+    reads 0, a store is skipped. Refused where that could change a result or trap (`_padding_is_safe`)."""
+    size, amt = self.full_shape[axis], opt.amt
+    _check(isinstance(amt, int) and amt > 1, opt, self, "the multiple to pad to must be an int > 1")
+    _check(all(isinstance(s, int) for s in self.full_shape), opt, self, "a symbolic shape: padding needs every size")
+    new = -(-size // amt) * amt
+    _check(new != size, opt, self, f"{amt} already divides axis {axis} of size {size}: nothing to pad")
+    _check(size > amt // 4, opt, self, f"padding axis {axis} from {size} to {new} would more than quadruple its work")
+    _check(all(k in ("global", "reduce") for k in self.axis_kinds()[:self.first_upcast]), opt, self,
+           "pad before the opts that give axes to threads or workgroups")
+    why = _padding_is_safe(self, axis)
+    _check(why is None, opt, self, why or "")
+    def grow(st: ShapeTracker) -> ShapeTracker:
+      v = st.views[-1]
+      return ShapeTracker(st.views[:-1] + (View.create(v.shape[:axis] + (new,) + v.shape[axis + 1:], v.strides, v.offset, v.mask),))
+    # a padded reduce position must read 0 in every view; a padded output is never stored, so there only the views
+    # that move along the axis need the mask (which keeps their reads inside the buffer); a broadcast one reads in bounds
+    reduce = self.axis_kinds()[axis] == "reduce"
+    def broadcast(st: ShapeTracker) -> bool: return len(st.views) == 1 and st.views[0].strides[axis] == 0 and st.views[0].mask is None
+    masked = frozenset(k for k, st in self.sts.items() if st.shape[axis] != 1 and (reduce or not broadcast(st)))
+    self.sts = {k: grow(st) if st.shape[axis] != 1 else st for k, st in self.sts.items()}
+    # an axis padded before (to a smaller multiple): its position keeps counting into the new padding, still masked
+    self.pads = [(grow(pos) if pos.shape[axis] != 1 else pos, old, keys) for pos, old, keys in self.pads]
+    position = View.create(tuple(new if a == axis else 1 for a in range(self.shape_len)))
+    self.pads.append((ShapeTracker((position,)), size, masked))
+    self.applied_opts.append(opt)
+
+def _zero_where_padded(src: UOp) -> bool:
+  """Is `src` 0 wherever every view reads padding? There a LOAD reads 0, a CONST through a view is 0 and VALID is
+  False; evaluate the ops on those values (a division by zero, or anything else we can't evaluate, says no)."""
+  vals: dict[UOp, Any] = {}
+  for u in src.toposort:
+    if u.op in (Ops.VIEW, Ops.DEFINE_GLOBAL): continue
+    if u.op is Ops.LOAD: vals[u] = 0
+    elif u.op is Ops.CONST: vals[u] = 0 if u.src else u.arg
+    elif u.op is Ops.VALID: vals[u] = False
+    elif u.op is Ops.CAST or u.op in GroupOp.ALU:
+      try: vals[u] = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
+      except (ArithmeticError, ValueError): return False
+    else: return False
+  return vals[src] == 0
+
+def _padding_is_safe(k: KernelShape, axis: int) -> str | None:
+  "Why padding `axis` could change the result or trap (None: it can't)."
+  # padded outputs of a global axis are never stored; but they are computed, and an integer division by a padded 0 traps
+  for u in k.ast.toposort:
+    if u.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_float(u.dtype) and not (u.src[1].op is Ops.CONST and u.src[1].arg != 0):
+      return f"an integer {u.op.name} would divide by the padding's zeros"
+  if k.axis_kinds()[axis] == "reduce":
+    # the padding joins the reduce: only a sum of values that are 0 there is unchanged (not a max, not a sum of exp)
+    if k.reduceop.arg[0] is not Ops.ADD: return f"a {k.reduceop.arg[0].name} reduce would take in the padding"
+    if not _zero_where_padded(k.reduceop.src[0]): return "the reduced values are not 0 where every read is padding (an exp, a reciprocal...)"
+  return None
+
 # %% ../nbs/06_linearize.ipynb #f1e04f5d
 class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
     """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other upcast/unroll axes are unrolled into copies."""
+    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other
+    upcast/unroll axes are unrolled into copies."""
     if self.opts is None or not self.upcasted: return None
     best = None
     # a reduce kernel stores once per output, after its loop: only the loads inside the loop count. A grouped reduce
@@ -314,10 +381,15 @@ class Kernel(KernelOpts):
 
   def index(self, st: ShapeTracker) -> tuple[UOp, UOp]:
     "Address and validity of the element each loop iteration touches through view `st`."
-    st = self.sts[st]
+    key, st = st, self.sts[st]
     # an axis where this view has size 1 (a reduce axis of the output) always reads position 0
-    idxs = [r if s == fs and s != 1 else UOp.const(dtypes.int32, 0) for r, s, fs in zip(self.ranges(), st.shape, self.full_shape)]
-    return st.to_indexed_uops(idxs)
+    def positions(st: ShapeTracker) -> list[UOp]:
+      return [r if s == fs and s != 1 else UOp.const(dtypes.int32, 0) for r, s, fs in zip(self.ranges(), st.shape, self.full_shape)]
+    idx, valid = st.to_indexed_uops(positions(st))
+    # PADTO: a view masked along a padded axis is valid only before the axis's old size
+    for pad, size, masked in self.pads:
+      if key in masked: valid = valid & (pad.to_indexed_uops(positions(pad))[0] < size)
+    return idx, valid
 
   def lower(self) -> UOp:
     "The AST with views turned into addresses, the reduce into REDUCEs, and the upcast axes unrolled into copies."
@@ -326,11 +398,24 @@ class Kernel(KernelOpts):
     copies = [r for r in self.ranges() if r.arg[1] == "upcast"]
     stores = [st.substitute(dict(zip(copies, [UOp.const(dtypes.int32, v) for v in vals])))
               for st in lowered.src for vals in itertools.product(*[range(r.src[0].arg) for r in copies])]
-    return graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic + cleanup)
+    # the thread axes become the launch grid's coordinates here, once: every RANGE left is a loop
+    return graph_rewrite(UOp(Ops.SINK, None, tuple(stores)).substitute(self.thread_indices()), symbolic + cleanup)
+
+  def thread_indices(self) -> dict[UOp, UOp]:
+    """Each range that is a thread index rather than a loop, and what it becomes: an expression of `SPECIAL`s, the
+    coordinates a device gives each thread (`get_grouped_dims`). On a GPU-style device (`has_local`) the global, local
+    and group axes; on the CPU, the thread axis. Ranges of symbolic size stay loops (a grid is fixed at launch)."""
+    o, fixed = self.opts, [r for r in self.ranges() if r.src[0].op is Ops.CONST]
+    out = {r: UOp(Ops.SPECIAL, dtypes.int32, (), ("tidx0", r.src[0].arg)) for r in fixed if r.arg[1] == "thread"}
+    if o is not None and o.has_local:
+      glob, loc = [r for r in fixed if r.arg[1] == "global"], [r for r in fixed if r.arg[1] in ("local", "group")]
+      out.update(zip(glob, get_grouped_dims("gidx", [r.src[0].arg for r in glob], o.global_max)))
+      out.update(zip(loc, get_grouped_dims("lidx", [r.src[0].arg for r in loc], o.local_dims_max)))
+    return out
 
   def linearize(self) -> list[UOp]:
     "The kernel as an ordered list of UOps, loops opened and closed: what a renderer turns into source."
-    return linearize(expand(self.lower(), self.opts), self.opts)
+    return linearize(expand(self.lower(), self.opts))
 
 
 def axis_stride(st: ShapeTracker, axis: int) -> int | None:
@@ -345,10 +430,10 @@ def _lower_load(ctx: Kernel, buf: UOp, view: UOp, x: UOp) -> UOp:
   return UOp(Ops.LOAD, x.dtype, (UOp(Ops.INDEX, x.dtype, (buf, idx, valid)),))
 
 def _lower_store(ctx: Kernel, buf: UOp, view: UOp, val: UOp) -> UOp:
-  idx, _ = ctx.index(view.arg)
-  # after a grouped reduce every thread of a group holds the result: only the first one stores it
-  gate = functools.reduce(lambda a, b: a & b, [r.ne(0).logical_not() for r in ctx.ranges() if r.arg[1] == "group"],
-                          UOp.const(dtypes.bool, True))
+  idx, valid = ctx.index(view.arg)
+  # after a grouped reduce every thread of a group holds the result: only the first one stores it. An output axis
+  # padded by PADTO: nothing is stored past its old size (`valid`)
+  gate = functools.reduce(lambda a, b: a & b, [r.ne(0).logical_not() for r in ctx.ranges() if r.arg[1] == "group"], valid)
   return UOp(Ops.STORE, None, (UOp(Ops.INDEX, val.dtype, (buf, idx, gate)), val))
 
 def _lower_const(ctx: Kernel, view: UOp, x: UOp) -> UOp:
@@ -401,24 +486,43 @@ lowerer = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, src=(UPat.var("src"),), name="x"), _lower_reduce),
 ])
 
-cleanup = PatternMatcher([
-  # a load or store that is always valid needs no gate
-  (UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"), UPat.const(dtypes.bool, True)), name="x"),
-   lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
-])
+# %% ../nbs/06_linearize.ipynb #1518db7d
+def _thread_dims(sizes: list[int], max_sizes: tuple[int, ...]) -> tuple[list[tuple[int, int, int | None]], tuple[int, ...]]:
+  """For global loops of `sizes` (outermost first): each loop's (grid dimension, divisor, modulus), and the grid.
+  The innermost loop is dimension 0. If there are more loops than dimensions, the outermost ones share the last
+  one, and loop i's index is `(id / product of the sharing loops inside it) % size_i`. A grid too long in some
+  dimension (CUDA's y and z stop at 65535) uses fewer dimensions, sharing more."""
+  n = len(sizes)
+  for max_dims in range(len(max_sizes), 0, -1):
+    shared = max(n - max_dims + 1, 1)  # how many outer loops share dimension n - shared
+    dims = [(n - shared, prod(sizes[i + 1:shared]), s if i > 0 else None) if i < shared else (n - 1 - i, 1, None)
+            for i, s in enumerate(sizes)]
+    grid = [1] * len(max_sizes)
+    for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
+    if all(g <= m for g, m in zip(grid, max_sizes)): return dims, tuple(grid)
+  raise ValueError(f"loops of sizes {sizes} don't fit a grid of at most {max_sizes}")
+
+def get_grouped_dims(prefix: str, sizes: list[int], max_sizes: tuple[int, ...]) -> list[UOp]:
+  """The index of each loop of `sizes` (outermost first) on a grid of at most `max_sizes`: one SPECIAL per grid
+  dimension, named `prefix` and the dimension, divided and taken modulo where loops share a dimension."""
+  dims, grid = _thread_dims(sizes, max_sizes)
+  specials = {d: UOp(Ops.SPECIAL, dtypes.int32, (), (f"{prefix}{d}", grid[d])) for d, _, _ in dims}
+  out = []
+  for dim, divisor, modulus in dims:
+    idx = specials[dim] if divisor == 1 else specials[dim] // divisor
+    out.append(idx if modulus is None else idx % modulus)
+  return out
 
 # %% ../nbs/06_linearize.ipynb #234903c2
-LOOP_ORDER = {"thread": 0, "global": 1, "local": 2, "group": 3, "reduce": 4}
+# the loops a kernel can have: thread indices became SPECIALs when it was lowered (`Kernel.thread_indices`)
+LOOP_ORDER = {"global": 0, "reduce": 1}
 
-def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
+def linearize(sink: UOp) -> list[UOp]:
   """Order the UOps and open/close loops around them. Each UOp goes in the innermost loop it depends on (so
-  loop-invariant work is hoisted out), and after every loop whose accumulated result it reads. On a device with
-  workgroups (`has_local`) global, local and group ranges are thread indices, not loops; CPU threads likewise."""
-  index_kinds = {"thread"} | ({"global", "local", "group"} if opts is not None and opts.has_local else set())
+  loop-invariant work is hoisted out), and after every loop whose accumulated result it reads. Every RANGE is a
+  loop: thread indices are SPECIALs by now (`Kernel.thread_indices`)."""
   topo = sink.toposort
-  # a range of symbolic size is always a loop (its bound is a kernel argument; a grid's size is fixed at launch)
-  def is_loop(u: UOp) -> bool: return u.op is Ops.RANGE and (u.arg[1] not in index_kinds or u.src[0].op is not Ops.CONST)
-  rank = {r: i for i, r in enumerate(sorted([u for u in topo if is_loop(u)], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
+  rank = {r: i for i, r in enumerate(sorted([u for u in topo if u.op is Ops.RANGE], key=lambda r: (LOOP_ORDER[r.arg[1]], r.arg[0])))}
   # inside[u]: the loops u runs in. value[u]: the loops its value changes with; an accumulator's value leaves its
   # reduce loops (readers see the sum once they close), and it is declared, and reset, just outside them
   acc_outer: dict[UOp, frozenset] = {}
@@ -429,8 +533,8 @@ def linearize(sink: UOp, opts: Any = None) -> list[UOp]:
       if u.op is Ops.DEFINE_ACC:
         # declared outside its loops; whatever reads it (the update) runs inside them, even adding a constant
         inside[u] = acc_outer.get(u, frozenset())
-        value[u] = inside[u] | {r for r in u.src[1:] if is_loop(r)}
-      elif u.op is Ops.RANGE: inside[u] = value[u] = value[u.src[0]] | ({u} if is_loop(u) else frozenset())
+        value[u] = inside[u] | {r for r in u.src[1:] if r.op is Ops.RANGE}
+      elif u.op is Ops.RANGE: inside[u] = value[u] = value[u.src[0]] | {u}
       else:
         inside[u] = frozenset().union(*[value[s] for s in u.src])
         value[u] = inside[u.src[0]] if u.op is Ops.ASSIGN else inside[u]

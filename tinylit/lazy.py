@@ -13,7 +13,7 @@ from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'readers', 'holders', 'create_lazybuffer', 'LazyBuffer']
+__all__ = ['lazycache', 'create_lazybuffer', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -23,11 +23,6 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
   # a symbolic size counts at its largest: the buffer is allocated for every value its variable may take
   if (n := ShapeTracker.from_shape(shape).size) > 2**31 - 1:
     raise NotImplementedError(f"{what} over shape {shape}: {n} elements, past the 32-bit indices tinylit's kernels use")
-# base -> the bases computed from it (weakly held): who must run before the base's memory is overwritten in place
-readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# base -> {id: Tensor} of the Tensors whose lazydata is it or a view of it (weakly held; chapter 1 registers them): a value somebody
-# can still ask for, so an in-place write must not leave it to be computed later from the overwritten memory
-holders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # %% ../nbs/02_lazy.ipynb #1744662b
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
@@ -38,12 +33,14 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
   if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): _check_size(st.shape, op.name if op is not None else "buffer")
   cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.ASSIGN, Ops.CONTIGUOUS)
-  key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs), id(base) if base is not None else None)
+  # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
+  arg_key = (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg
+  key = (device, st, dtype, op, arg_key, tuple(id(s) for s in srcs), id(base) if base is not None else None)
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
   if op is not Ops.ASSIGN:
-    for s in srcs: readers.setdefault(s.base, weakref.WeakSet()).add(ret)
+    for s in srcs: s.base.add_reader(ret)
   ret.cache_key = key if cacheable else None
   return ret
 
@@ -61,6 +58,9 @@ class LazyBuffer:
       # an assign writes into its target's memory; every other base will get memory of its own
       self.buffer: Buffer = srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self.size, dtype)
       self.forced_realize = False
+      # the bases computed from it and the Tensors that hold it, both weakly (made on first use: most bases have none)
+      self._readers: weakref.WeakSet | None = None
+      self._holders: weakref.WeakValueDictionary | None = None
     elif base.base is not base: raise RuntimeError("a view must sit on a base")
 
   @property
@@ -69,12 +69,39 @@ class LazyBuffer:
   def realized(self) -> Buffer | None:
     "The device buffer, once this base has been computed."
     return self.buffer if self._base is None and self.op is Ops.BUFFER else None
+  def become_buffer(self) -> None:
+    """The one change of state a base goes through: after its kernel ran, it *is* its buffer. Its op becomes `BUFFER`,
+    its sources go (the graph behind it can be freed; it no longer counts among their readers), and it leaves the
+    dedup cache, whose key names the sources by id: once they are freed, a new node could reuse an id and match."""
+    self.op, self.arg, self.srcs, self.forced_realize = Ops.BUFFER, None, (), False
+    if self.cache_key is not None and lazycache.get(self.cache_key) is self: del lazycache[self.cache_key]
+
+  # ---- who reads a base and who holds it: chapter 4 asks before it overwrites memory in place or shares it
+  def add_reader(self, reader: LazyBuffer) -> None:
+    "Note that the base `reader` is computed from this base."
+    if self._readers is None: self._readers = weakref.WeakSet()
+    self._readers.add(reader)
+  @property
+  def readers(self) -> list[LazyBuffer]:
+    "The live bases computed from this base that are not computed yet."
+    return [r for r in self._readers if r.realized is None] if self._readers is not None else []
+  def hold(self, tensor: Any) -> None:
+    "Note that `tensor` holds this base or a view of it (chapter 1's Tensor calls it for every lazydata it takes)."
+    if self._holders is None: self._holders = weakref.WeakValueDictionary()
+    self._holders[id(tensor)] = tensor   # by id: a WeakSet would compare two Tensors with ==, which is elementwise
+  def release(self, tensor: Any) -> None:
+    "`tensor` no longer holds this base."
+    if self._holders is not None: self._holders.pop(id(tensor), None)
+  @property
+  def holders(self) -> list:
+    "The live Tensors holding this base or a view of it: values somebody can still ask for."
+    return list(self._holders.values()) if self._holders is not None else []
   def pending_readers(self) -> list[LazyBuffer]:
     "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
-    return [r for r in readers.get(self, ()) if r.realized is None]
+    return self.readers
   def wanted(self, besides: set[LazyBuffer]) -> bool:
     "Can this base still be asked for by anything but the bases in `besides`: a Tensor, or another live base?"
-    return bool(holders.get(self)) or any(r not in besides for r in readers.get(self, ()))
+    return bool(self.holders) or any(r not in besides for r in self.readers)
   def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
@@ -110,8 +137,13 @@ class LazyBuffer:
     return self.base.arg
 
   # ---- ops that make a new base
-  def cast(self, dtype: DType) -> LazyBuffer:
+  def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
+    "The values as `dtype`; with `bitcast`, the same bits read as `dtype`, which must have the same item size."
     if dtype == self.dtype: return self
+    if bitcast:
+      if dtype.itemsize != self.dtype.itemsize:
+        raise ValueError(f"bitcast: {self.dtype} -> {dtype} changes the item size, a kernel can't do that elementwise")
+      return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.BITCAST, None, (self,))
     if self.is_unrealized_unmasked_const():
       return LazyBuffer.metaop(Ops.CONST, self.shape, dtype, self.device, exec_alu(Ops.CAST, dtype, [self.const_arg]))
     return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.CAST, None, (self,))

@@ -12,7 +12,8 @@ from .dtype import DType, dtypes, truncate_bf16
 
 # %% auto #0
 __all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
-           'pretty_print', 'ssimplify', 'smax', 'smin', 'sym_infer', 'resolve']
+           'pretty_print', 'split_add', 'term_coefficient', 'build_sum', 'ssimplify', 'smax', 'smin', 'sym_infer',
+           'resolve']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -24,10 +25,13 @@ class Ops(Enum):
   CONST = auto(); LOAD = auto(); STORE = auto(); INDEX = auto()
   # loops, and what kernels optimized for a GPU need: memory shared by a block of threads, and a wait for all of them
   RANGE = auto(); ENDRANGE = auto(); DEFINE_LOCAL = auto(); BARRIER = auto()
+  # a thread's index in the launch grid, which a GPU (or a CPU thread pool) gives each thread: not a loop (chapter 6)
+  SPECIAL = auto()
   # short vectors (chapter 6a): build one from scalars, pick elements out of one
   VECTORIZE = auto(); GEP = auto()
   # unary
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); CAST = auto()
+  BITCAST = auto()   # the same bits read as another dtype of the same item size (chapter 1f)
   # binary
   ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); CMPLT = auto(); CMPNE = auto()
   AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
@@ -231,6 +235,7 @@ class UOp(metaclass=UOpMetaClass):
     s = [x._min_max for x in self.src]
     if self.op is Ops.CONST: return (min(self.arg), max(self.arg)) if isinstance(self.arg, tuple) else (self.arg, self.arg)
     if self.op is Ops.RANGE: return 0, s[0][1] - 1
+    if self.op is Ops.SPECIAL: return 0, self.arg[1] - 1
     if self.op is Ops.DEFINE_VAR: return self.arg[1], self.arg[2]
     if self.op is Ops.BIND: return s[0]   # what the variable can be, not the value it has now
     if self.dtype is not None and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
@@ -298,7 +303,7 @@ def render_symbolic(u: UOp) -> str:
   "Render index arithmetic compactly, naming loop ranges idx0, idx1, ... (reduce loops ridx0, ridx1, ...)."
   if u.op is Ops.CONST: return str(u.arg) if u.dtype != dtypes.bool else str(bool(u.arg))
   if u.op is Ops.RANGE: return f"{'r' if u.arg[1] == 'reduce' else ''}idx{u.arg[0]}"
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op in (Ops.DEFINE_VAR, Ops.SPECIAL): return u.arg[0]
   if u.op is Ops.BIND: return f"{u.src[0].arg[0]}={u.src[1].arg}"
   if u.op in _SYMBOLS: return f"({render_symbolic(u.src[0])}{_SYMBOLS[u.op]}{render_symbolic(u.src[1])})"
   if u.op is Ops.MAX: return f"max({render_symbolic(u.src[0])}, {render_symbolic(u.src[1])})"
@@ -331,13 +336,27 @@ def pretty_print(u: UOp) -> str:
 sint = int | UOp  # a size: a number, or a symbolic expression of variables (bound or not)
 Variable = UOp.variable
 
-def _linear_terms(u: UOp, coef: int, acc: dict) -> None:
-  "Add `coef * u` into acc (term -> coefficient), looking through + and multiplication by a constant."
-  if u.op is Ops.ADD:
-    for s in u.src: _linear_terms(s, coef, acc)
-  elif u.op is Ops.MUL and u.src[1].op is Ops.CONST: _linear_terms(u.src[0], coef * u.src[1].arg, acc)
-  elif u.op is Ops.CONST: acc[None] = acc.get(None, 0) + coef * u.arg
-  else: acc[u] = acc.get(u, 0) + coef
+# a sum as terms, and back: here for sizes, and for chapter 5a's div/mod folding and chapter 7's alignment test
+def split_add(x: UOp) -> list[UOp]:
+  "The terms of a sum: ((a+b)+c) -> [a, b, c]."
+  return split_add(x.src[0]) + split_add(x.src[1]) if x.op is Ops.ADD else [x]
+
+def term_coefficient(t: UOp) -> tuple[UOp | None, int]:
+  "A term as (variable part, integer factor): a*4 -> (a, 4); 7 -> (None, 7); a -> (a, 1)."
+  if t.op is Ops.CONST: return None, t.arg
+  if t.op is Ops.MUL and t.src[1].op is Ops.CONST: return t.src[0], t.src[1].arg
+  return t, 1
+
+def build_sum(terms: list[tuple[UOp | None, int]], like: UOp) -> UOp:
+  "Rebuild sum(v*k) from terms, leaving out zero terms and unit factors."
+  out, const = None, 0
+  for v, k in terms:
+    if v is None: const += k
+    elif k != 0:
+      t = v if k == 1 else v * k
+      out = t if out is None else out + t
+  if out is None: return like.const_like(const)
+  return out + const if const != 0 else out
 
 def ssimplify(x: sint) -> sint:
   """A size simplified, and a plain int if that is what it turned out to be: `(i+2)-i` is 2. A sum is put in one
@@ -347,14 +366,11 @@ def ssimplify(x: sint) -> sint:
   s = x.simplify()
   if s.op is Ops.CONST: return s.arg
   if s.op not in (Ops.ADD, Ops.MUL): return s
-  _linear_terms(s, 1, acc := {})
-  const, terms = acc.pop(None, 0), sorted(((t, c) for t, c in acc.items() if c != 0), key=lambda tc: tc[0].render())
-  if not terms: return const
-  out = None
-  for t, c in terms:
-    t = t if c == 1 else t * c
-    out = t if out is None else out + t
-  return out + const if const else out
+  acc: dict[UOp | None, int] = {}
+  for t, c in (term_coefficient(t) for t in split_add(s)): acc[t] = acc.get(t, 0) + c
+  const = acc.pop(None, 0)
+  if not any(acc.values()): return const
+  return build_sum(sorted(acc.items(), key=lambda tc: tc[0].render()) + [(None, const)], s)
 
 def smax(a: sint, b: sint) -> sint:
   "The larger of two sizes: decided now where their ranges say so (`max(n+2, 2)` is `n+2` for n >= 0), else a MAX."

@@ -14,7 +14,7 @@ from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
 from .search import beam_search
 from .renderer import ProgramSpec
-from .schedule import ScheduleItem, mark_realized
+from .schedule import ScheduleItem, items_ran
 
 # %% auto #0
 __all__ = ['method_cache', 'capturing', 'Runner', 'get_program', 'CompiledRunner', 'BufferCopy', 'EmptyOp', 'get_runner',
@@ -100,15 +100,20 @@ class ExecItem:
   prg: Runner
   bufs: list[Buffer]
   var_vals: dict[UOp, int] = field(default_factory=dict)  # the values of a symbolic kernel's variables for this run
+  # bytes the kernel touches, counted once: `bufs` may change (TinyJit's inputs, the planner's views), but not their
+  # sizes, except where a symbolic kernel's input is a buffer of this call's size (counted again when there are variables)
+  mem: int | None = field(default=None, repr=False)
   def run(self, var_vals: dict[UOp, int] | None = None, jit: bool = False) -> float:
     "Run on `bufs`, with `var_vals` (TinyJit passes each replay's) or those this item was made with."
     var_vals = self.var_vals if var_vals is None else var_vals
-    for b in self.bufs: b.allocate()
+    for b in self.bufs:
+      if not b.is_allocated: b.allocate()
     et = self.prg(self.bufs, var_vals)
     ops = sym_infer(self.prg.op_estimate, var_vals)
+    if self.mem is None or var_vals: self.mem = sum(b.nbytes for b in self.bufs)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
-    mem = sum(b.nbytes for b in self.bufs)
+    mem = self.mem
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
     if DEBUG >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)
@@ -129,6 +134,7 @@ def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
   """The AST with every bound variable made plain (in views, and in constants such as a mean's symbolic count),
   and the values they are bound to now: the kernel is compiled for the plain AST, once for every value, and run
   with the values."""
+  if ast in _plain_asts: return ast, {}   # most kernels have no variable: walking the AST again finds none
   sub, var_vals = {}, {}
   def plain(bind: UOp) -> UOp:
     """The kernel's variable for a bound one. One graph may bind a variable to two values (`Tensor(p.bind(1)) +
@@ -141,7 +147,9 @@ def unbind_views(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
     src = tuple(sub.get(s, s) for s in u.src)
     if u.op is Ops.VIEW and u.arg.vars(): sub[u] = u.replace(arg=u.arg.substitute({b: plain(b) for b in u.arg.vars()}), src=src)
     elif u.op is Ops.CONST and isinstance(u.arg, UOp): sub[u] = u.replace(arg=plain(u.arg), src=src)
+  if not sub: _plain_asts[ast] = None
   return (ast.substitute(sub) if sub else ast), var_vals
+_plain_asts: dict[UOp, None] = {}   # ASTs without bound variables (each is also a key of method_cache's, which keeps it)
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.SINK:
@@ -158,13 +166,14 @@ capturing: list = []  # TinyJit puts a list here while it records
 
 # %% ../nbs/08b_realize.ipynb #a72aac02
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-  "Run every item in order; while a TinyJit is capturing, also record each ExecItem."
-  for si in schedule:
-    ei = lower_schedule_item(si)
-    ei.run()
-    if si.lb is not None and si.bufs[0] is si.lb.buffer: mark_realized(si.lb)
-    # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
-    if capturing and CAPTURING and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
-  # bases whose memory the planner shared: only now is nothing left that could fail before their last reader ran
-  for si in schedule:
-    if si.lb is not None and si.bufs[0] is not si.lb.buffer: mark_realized(si.lb)
+  """Run every item in order; while a TinyJit is capturing, also record each ExecItem. Then tell the lazy graph which
+  items ran (`items_ran`): if one fails, the ones before it still did."""
+  ran = 0
+  try:
+    for si in schedule:
+      ei = lower_schedule_item(si)
+      ei.run()
+      ran += 1
+      # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
+      if capturing and CAPTURING and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
+  finally: items_ran(schedule[:ran], complete=ran == len(schedule))

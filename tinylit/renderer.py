@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from .dtype import DType, DTYPES_DICT, dtypes, float_to_bf16
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
-from .ops import Ops, GroupOp, UOp, sint, _THROUGH_INT64
-from .symbolic import split_add, term_coefficient
+from .ops import Ops, GroupOp, UOp, sint, _THROUGH_INT64, split_add, term_coefficient
 
 # %% auto #0
-__all__ = ['string_rewrite', 'Renderer', 'is_loop', 'count_ops', 'launch_dims', 'ProgramSpec', 'kernel_vars', 'CStyleLanguage',
+__all__ = ['string_rewrite', 'Renderer', 'count_ops', 'launch_dims', 'ProgramSpec', 'kernel_vars', 'CStyleLanguage',
            'ClangRenderer', 'OpenCLRenderer', 'CUDARenderer', 'MetalRenderer', 'PythonRenderer', 'parse_python_program']
 
 # %% ../nbs/07_render.ipynb #ada507ed
@@ -41,50 +40,28 @@ def _is_data(u: UOp, memo: dict[UOp, bool]) -> bool:
   if u not in memo: memo[u] = u.op in (Ops.LOAD, Ops.DEFINE_ACC) or any(_is_data(s, memo) for s in u.src)
   return memo[u]
 
-def is_loop(u: UOp, renderer: Renderer) -> bool:
-  "Is this RANGE a loop in the code (rather than the index of a thread)?"
-  # a symbolic size is a loop everywhere: a grid's size is fixed at launch, a loop's bound can be a kernel argument
-  return u.arg[1] != "thread" and not (renderer.has_local and u.arg[1] in ("global", "local", "group") and u.src[0].op is Ops.CONST)
-
 # %% ../nbs/07_render.ipynb #87ea0d8d
-def count_ops(uops: list[UOp], renderer: Renderer) -> sint:
+def count_ops(uops: list[UOp]) -> sint:
   """Arithmetic on data (not addresses) a kernel does: each op counted once per lane of its vector, once per loop
   iteration it runs in, and once per thread that runs it. A loop of symbolic size makes the count symbolic."""
-  threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.RANGE and not is_loop(u, renderer))
+  threads = math.prod(u.arg[1] for u in uops if u.op is Ops.SPECIAL)
   mults, total, memo = [threads], 0, {}
   for u in uops:
-    if u.op is Ops.RANGE and is_loop(u, renderer):
+    if u.op is Ops.RANGE:
       mults.append(mults[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else u.src[0]))
     elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in GroupOp.ALU and _is_data(u, memo): total += mults[-1] * u.dtype.count
   return total
 
 # %% ../nbs/07_render.ipynb #9826ea25
-def _thread_dims(sizes: list[int], max_sizes: tuple[int, ...]) -> tuple[list[tuple[int, int, int | None]], tuple[int, ...]]:
-  """For global loops of `sizes` (outermost first): each loop's (grid dimension, divisor, modulus), and the grid.
-  The innermost loop is dimension 0. If there are more loops than dimensions, the outermost ones share the last
-  one, and loop i's index is `(id / product of the sharing loops inside it) % size_i`. A grid too long in some
-  dimension (CUDA's y and z stop at 65535) uses fewer dimensions, sharing more."""
-  n = len(sizes)
-  for max_dims in range(len(max_sizes), 0, -1):
-    shared = max(n - max_dims + 1, 1)  # how many outer loops share dimension n - shared
-    dims = [(n - shared, math.prod(sizes[i + 1:shared]), s if i > 0 else None) if i < shared else (n - 1 - i, 1, None)
-            for i, s in enumerate(sizes)]
-    grid = [1] * len(max_sizes)
-    for (dim, _, _), s in zip(dims, sizes): grid[dim] *= s
-    if all(g <= m for g, m in zip(grid, max_sizes)): return dims, tuple(grid)
-  raise ValueError(f"loops of sizes {sizes} don't fit a grid of at most {max_sizes}")
-
-def launch_dims(uops: list[UOp], renderer: Renderer) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-  """The launch: (global_size, local_size). On a GPU-style device the global axes are the grid of workgroups and the
-  local and group axes the threads in one; on the CPU, the thread axis is how many threads run the kernel."""
-  rngs = sorted([u for u in uops if u.op is Ops.RANGE and not is_loop(u, renderer)], key=lambda r: r.arg[0])
-  if renderer.has_local:
-    glob = [r.src[0].arg for r in rngs if r.arg[1] == "global"]
-    loc = [r.src[0].arg for r in rngs if r.arg[1] in ("local", "group")]
-    return _thread_dims(glob, renderer.global_max)[1], (_thread_dims(loc, renderer.local_dims_max)[1] if loc else None)
-  threads = [r.src[0].arg for r in rngs if r.arg[1] == "thread"]
-  return ((threads[0], 1, 1) if threads else None), None
+def launch_dims(uops: list[UOp]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+  """The launch, read from the kernel's SPECIALs (chapter 6 wrote them): (global_size, local_size). The `gidx` are the
+  grid of workgroups and the `lidx` the threads of one (None: no workgroup size, the device picks); on the CPU,
+  `tidx0` is how many threads run the kernel. A kernel without SPECIALs is launched once: a grid of one."""
+  specials = [u for u in uops if u.op is Ops.SPECIAL]
+  gsize, lsize = [1, 1, 1], [1, 1, 1]
+  for u in specials: (lsize if u.arg[0].startswith("l") else gsize)[int(u.arg[0][-1])] = u.arg[1]
+  return tuple(gsize), (tuple(lsize) if any(u.arg[0].startswith("l") for u in specials) else None)
 
 # %% ../nbs/07_render.ipynb #38a4e0bb
 @dataclass
@@ -105,11 +82,11 @@ class ProgramSpec:
   def function_name(self) -> str: return to_function_name(self.name)
   @staticmethod
   def from_uops(name: str, uops: list[UOp], renderer: Renderer, applied_opts: list | None = None) -> ProgramSpec:
-    gsize, lsize = launch_dims(uops, renderer)
+    gsize, lsize = launch_dims(uops)
     # simplification can remove every load of an input: such a buffer is not a parameter at all
     bufs = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
     return ProgramSpec(name, renderer.render(to_function_name(name), uops), renderer.device, uops, gsize, lsize,
-                       count_ops(uops, renderer), bufs, list(applied_opts or []), kernel_vars(uops))
+                       count_ops(uops), bufs, list(applied_opts or []), kernel_vars(uops))
 
 def kernel_vars(uops: list[UOp]) -> list[UOp]:
   "The variables a kernel takes, in the order of its parameters: by name."
@@ -184,7 +161,8 @@ def _render_store(ctx: CStyleLanguage, idx: UOp, val: UOp) -> str:
 # each rule returns the C text for one UOp; `ctx` is the renderer, whose `r` maps UOps to their names
 string_rewrite = PatternMatcher([
   (UPat(Ops.CONST, name="x"), _render_const),
-  (UPat(Ops.RANGE, name="x"), lambda ctx, x: ctx.render_range(x)),
+  (UPat(Ops.RANGE, name="x"), lambda ctx, x: f"for (int {ctx.r[x]} = 0; {ctx.r[x]} < {ctx.r[x.src[0]]}; {ctx.r[x]}++) {{"),
+  (UPat(Ops.SPECIAL, name="x"), lambda ctx, x: f"int {x.arg[0]} = {ctx.render_workitem(x.arg[0])}; /* {x.arg[1]} */"),
   (UPat(Ops.ENDRANGE), lambda ctx: "}"),
   (UPat(Ops.INDEX, name="x"), _render_index),
   (UPat(Ops.LOAD, src=(UPat.var("idx"),), allow_any_len=True, name="x"), _render_load),
@@ -194,6 +172,7 @@ string_rewrite = PatternMatcher([
   (UPat(Ops.BARRIER), lambda ctx: ctx.barrier),
   (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: f"{ctx.r[x.src[0]]} = {ctx.r[x.src[1]]};"),
   (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.render_cast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
+  (UPat(Ops.BITCAST, name="x"), lambda ctx, x: ctx.render_bitcast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
   (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.render_vector(x.dtype, [ctx.r[s] for s in x.src])),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.render_gep(ctx.r[x.src[0]], x.arg)),
   (UPat(tuple(GroupOp.ALU), name="x"), _render_alu),
@@ -250,6 +229,16 @@ class CStyleLanguage(Renderer):
     if dt != dtypes.uint64: return f"({cast}{truncate(x)})"
     # from 2**63 up, a uint64 is 2**63 plus the rest (C's cast of a value in range is defined; this is the same)
     return f"(({x}>={lit(half)})?({cast}{truncate(f'({x}-{lit(half)})')}+{_render_const(self, UOp.const(dt, half))}):{cast}{truncate(x)})"
+  def render_bitcast(self, dt: DType, x: str, src_dt: DType) -> str:
+    """The bits of `x` read as `dt`, of the same item size. A bfloat16 already is its bits (a uint16 here), and a cast
+    between ints of one size keeps the bits; a float's bits need each language's own way (`render_float_bits`)."""
+    dt, src_dt = (dtypes.uint16 if d == dtypes.bfloat16 else d for d in (dt, src_dt))
+    if dt == src_dt: return x
+    if not (dtypes.is_float(dt) or dtypes.is_float(src_dt)): return f"(({self.render_dtype(dt)})({x}))"
+    return self.render_float_bits(dt, x, src_dt)
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str:
+    # C: a union written as one member and read as the other (a compound literal, so `x` needn't be a variable)
+    return f"(((union {{ {self.render_dtype(src_dt)} a; {self.render_dtype(dt)} b; }}){{.a = {x}}}).b)"
   def render_int_div(self, x: UOp, a: str, b: str) -> str:
     """Integer `/` and `%` as chapter 3 defines them: x/0 and x%0 are 0, and INT_MIN/-1 wraps to INT_MIN.
     C leaves both undefined, and on x86 either one kills the process."""
@@ -276,22 +265,11 @@ class CStyleLanguage(Renderer):
     return f"(({space}{self.render_dtype(x.dtype)}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
   def render_vector_load(self, idx: UOp) -> str: return f"(*{self.r[idx]})"
   def render_vector_store(self, idx: UOp, val: str) -> str: return f"*{self.r[idx]} = {val};"
-  # ranges: a for loop, or the index of a thread
-  RANGE_PREFIX = {"global": "idx", "reduce": "ridx", "thread": "tidx", "local": "lidx", "group": "lidx"}
-  def render_range(self, x: UOp) -> str:
-    name = self.r[x]
-    if not is_loop(x, self): return f"int {name} = {self.range_index(x)}; /* {x.src[0].arg} */"
-    return f"for (int {name} = 0; {name} < {self.r[x.src[0]]}; {name}++) {{"
-  def range_index(self, x: UOp) -> str:
-    "The thread index a range that isn't a loop takes (grid dimensions as in _thread_dims)."
-    if x.arg[1] == "thread": return self.thread_index("thread", 0)
-    dims = self.global_dims if x.arg[1] == "global" else self.local_dims
-    dim, divisor, modulus = dims[x]
-    idx = self.thread_index(x.arg[1], dim)
-    if divisor != 1: idx = f"({idx}/{divisor})"
-    if modulus is not None: idx = f"({idx}%{modulus})"
-    return idx
-  def thread_index(self, kind: str, dim: int) -> str: raise NotImplementedError
+  # loops are named by kind and axis; a thread's coordinates (SPECIALs, chapter 6) by the names chapter 6 gave them
+  RANGE_PREFIX = {"global": "idx", "reduce": "ridx"}
+  # a SPECIAL's first letter (g: workgroup, l: thread in it, t: CPU thread) -> its coordinate in grid dimension d
+  code_for_workitem: dict = {}
+  def render_workitem(self, name: str) -> str: return self.code_for_workitem[name[0]](int(name[-1]))
   def render_kernel(self, name: str, body: list[str], bufs: list[tuple[str, DType, bool]], uops: list[UOp]) -> str:
     args = ", ".join([f"{self.buffer_prefix}{'' if written else 'const '}{self.render_dtype(dt)}* {self.arg_suffix} {n}".replace("  ", " ")
                       for n, dt, written in bufs] + [f"const int {v.arg[0]}" for v in kernel_vars(uops)])
@@ -321,11 +299,7 @@ class CStyleLanguage(Renderer):
       if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): block += 1
       blocks[u] = block
     consumer_block = {s: blocks[u] for u in uops for s in u.src}
-    # each global (and local) range's grid dimension, and divisor/modulus where several share one: see _thread_dims
-    rngs = sorted([u for u in uops if u.op is Ops.RANGE and not is_loop(u, self)], key=lambda r: r.arg[0])
-    glob, loc = [r for r in rngs if r.arg[1] == "global"], [r for r in rngs if r.arg[1] in ("local", "group")]
-    self.global_dims = dict(zip(glob, _thread_dims([r.src[0].arg for r in glob], self.global_max)[0]))
-    self.local_dims = dict(zip(loc, _thread_dims([r.src[0].arg for r in loc], self.local_dims_max)[0]))
+    self.workgroups = any(u.op is Ops.SPECIAL and u.arg[0][0] == "l" for u in uops)   # is there a local_size
     written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE}
     bufs, body, depth, counters = [], [], 1, Counter()
     def fresh(prefix: str) -> str:
@@ -341,13 +315,13 @@ class CStyleLanguage(Renderer):
         continue
       if u.op is Ops.RANGE: self.r[u] = f"{self.RANGE_PREFIX[u.arg[1]]}{u.arg[0]}"
       if u.op is Ops.DEFINE_ACC: self.r[u] = fresh("acc")
-      if u.op is Ops.DEFINE_LOCAL: self.r[u] = u.arg[0]
+      if u.op in (Ops.DEFINE_LOCAL, Ops.SPECIAL): self.r[u] = u.arg[0]
       text = string_rewrite.rewrite(u, ctx=self)
       if text is None: raise NotImplementedError(f"{type(self).__name__} can't render {u.op} ({u.dtype})")
-      if u.op in (Ops.RANGE, Ops.DEFINE_ACC, Ops.DEFINE_LOCAL, Ops.ASSIGN, Ops.STORE, Ops.ENDRANGE, Ops.BARRIER):
+      if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.DEFINE_LOCAL, Ops.ASSIGN, Ops.STORE, Ops.ENDRANGE, Ops.BARRIER):
         if u.op is Ops.ENDRANGE: depth -= 1
         body.append("  " * depth + text)
-        if u.op is Ops.RANGE and is_loop(u, self): depth += 1
+        if u.op is Ops.RANGE: depth += 1
         if u.op is Ops.ASSIGN: self.r[u] = self.r[u.src[0]]
       elif u.op is Ops.CONST or (u.op is Ops.INDEX) or \
            (u.op is not Ops.LOAD and uses[u] == 1 and consumer_block.get(u) == blocks[u]):
@@ -372,6 +346,14 @@ def _vector_memory(u: UOp) -> tuple[DType, UOp] | None:
   idx = u.src[0] if u.op in (Ops.LOAD, Ops.STORE) else None
   return None if idx is None else ((u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar(), idx)
 
+def _c_supports_vector(renderer: Renderer, u: UOp) -> bool:
+  "C's (GCC/Clang vector types) and OpenCL's vectors: any load or store, and float arithmetic."
+  dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
+  # no vectors of _Bool; _Float16 math rounds late (see _NARROW); bfloat16 converts one value at a time
+  if dt in (dtypes.bool, dtypes.float16, dtypes.bfloat16): return False
+  if u.op in (Ops.LOAD, Ops.STORE): return True
+  return u.op in _VECTOR_ALU and dtypes.is_float(dt)
+
 class ClangRenderer(CStyleLanguage):
   """C for the CPU, compiled by the system C compiler. Loops are for loops; the thread axis is `core_id`, a parameter
   that says which of the CPU threads this call is; vectors are GCC/Clang vector types."""
@@ -383,13 +365,8 @@ class ClangRenderer(CStyleLanguage):
   def __init__(self):
     super().__init__()
     self.threads = getenv("CPU_THREADS", os.cpu_count() or 1)
-  def supports_vector(self, u: UOp) -> bool:
-    dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
-    # no vectors of _Bool; _Float16 math rounds late (see _NARROW); bfloat16 converts one value at a time
-    if dt in (dtypes.bool, dtypes.float16, dtypes.bfloat16): return False
-    if u.op in (Ops.LOAD, Ops.STORE): return True
-    return u.op in _VECTOR_ALU and dtypes.is_float(dt)
-  def thread_index(self, kind: str, dim: int) -> str: return "core_id"
+  supports_vector = _c_supports_vector
+  code_for_workitem = {"t": lambda dim: "core_id"}
   def preamble(self, uops: list[UOp]) -> str:
     need_math = any(u.op in self.math_funcs or (u.op is Ops.CONST and dtypes.is_float(u.dtype) and not
                                                 all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg]))) for u in uops)
@@ -400,7 +377,7 @@ class ClangRenderer(CStyleLanguage):
     return ("#include <math.h>\n" if need_math else "") + "".join(t + "\n" for t in typedefs)
   def render_kernel(self, name, body, bufs, uops) -> str:
     src = super().render_kernel(name, body, bufs, uops)
-    if any(u.op is Ops.RANGE and u.arg[1] == "thread" for u in uops): src = src.replace(") {", ", int core_id) {", 1)
+    if any(u.op is Ops.SPECIAL for u in uops): src = src.replace(") {", ", int core_id) {", 1)
     return src
 
 # %% ../nbs/07_render.ipynb #8506f4af
@@ -418,21 +395,18 @@ class OpenCLRenderer(CStyleLanguage):
   type_map = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort",
               dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
-  def supports_vector(self, u: UOp) -> bool:
-    dt = (u.src[0].dtype if u.op is Ops.STORE else u.dtype).scalar()
-    if dt in (dtypes.bool, dtypes.float16, dtypes.bfloat16): return False
-    if u.op in (Ops.LOAD, Ops.STORE): return True
-    return u.op in _VECTOR_ALU and dtypes.is_float(dt)
+  supports_vector = _c_supports_vector   # the same vectors as GCC's: any load or store, float arithmetic
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str: return f"as_{self.render_dtype(dt)}({x})"
   def render_vector(self, dt: DType, lanes: list[str]) -> str: return f"(({self.render_dtype(dt)})({','.join(lanes)}))"
   def render_gep(self, x: str, i: int) -> str: return f"{x}.s{'0123456789abcdef'[i]}"
   def render_vector_address(self, x: UOp) -> str: return f"({self.r[x.src[0]]}+{self.r[x.src[1]]})"
   def render_vector_load(self, idx: UOp) -> str: return f"vload{idx.dtype.count}(0, {self.r[idx]})"
   def render_vector_store(self, idx: UOp, val: str) -> str: return f"vstore{idx.dtype.count}({val}, 0, {self.r[idx]});"
-  def thread_index(self, kind: str, dim: int) -> str:
-    # without local axes every work-item is its own element: its global id; with them, the workgroup's id
-    if kind == "global": return f"get_global_id({dim})" if not self.local_dims else f"get_group_id({dim})"
-    return f"get_local_id({dim})"
+  code_for_workitem = {"g": lambda dim: f"get_group_id({dim})", "l": lambda dim: f"get_local_id({dim})"}
+  def render_workitem(self, name: str) -> str:
+    # without local axes the runtime picks the workgroup size, and every work-item is one element: its global id
+    return f"get_global_id({name[-1]})" if name[0] == "g" and not self.workgroups else super().render_workitem(name)
   def preamble(self, uops):
     # OpenCL may fuse a*b+c into one fma, which rounds once: results would differ from every other device's
     fp16 = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
@@ -459,7 +433,7 @@ class CUDARenderer(CStyleLanguage):
   fn_prefix = "__device__ inline "
   type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.float16: "half",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
-  def thread_index(self, kind: str, dim: int) -> str: return f"{'blockIdx' if kind == 'global' else 'threadIdx'}.{'xyz'[dim]}"
+  code_for_workitem = {"g": lambda dim: f"blockIdx.{'xyz'[dim]}", "l": lambda dim: f"threadIdx.{'xyz'[dim]}"}
   def preamble(self, uops):
     fp16 = "#include <cuda_fp16.h>\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
     # NVRTC compiles without the C headers, so INFINITY and NAN (macros of <math.h>) may be undefined
@@ -470,6 +444,16 @@ class CUDARenderer(CStyleLanguage):
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((half){fn}f((float)({x})))"
     return super().render_math(fn, x, dt)
+  # CUDA's intrinsics move a float's bits to the signed int of its size and back (C++ has no compound literals)
+  _FLOAT_BITS = {dtypes.float16: ("half", "short", dtypes.int16), dtypes.float32: ("float", "int", dtypes.int32),
+                 dtypes.float64: ("double", "longlong", dtypes.int64)}
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str:
+    if src_dt in self._FLOAT_BITS:
+      f, i, src_dt = self._FLOAT_BITS[src_dt]
+      x = f"__{f}_as_{i}({x})"
+    if dt not in self._FLOAT_BITS: return x if dt == src_dt else f"(({self.render_dtype(dt)})({x}))"
+    f, i, signed = self._FLOAT_BITS[dt]
+    return f"__{i}_as_{f}({x if src_dt == signed else f'(({self.render_dtype(signed)})({x}))'})"
 
 # %% ../nbs/07_render.ipynb #bf29e2b1
 class MetalRenderer(CStyleLanguage):
@@ -489,7 +473,8 @@ class MetalRenderer(CStyleLanguage):
   fn_prefix = "inline "
   type_map = {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.uint64: "ulong"}
   def render_math(self, fn: str, x: str, dt: DType) -> str: return f"{fn}({x})"
-  def thread_index(self, kind: str, dim: int) -> str: return f"{'gid' if kind == 'global' else 'lid'}.{'xyz'[dim]}"
+  def render_float_bits(self, dt: DType, x: str, src_dt: DType) -> str: return f"as_type<{self.render_dtype(dt)}>({x})"
+  code_for_workitem = {"g": lambda dim: f"gid.{'xyz'[dim]}", "l": lambda dim: f"lid.{'xyz'[dim]}"}
   def render_kernel(self, name, body, bufs, uops) -> str:
     args = ", ".join([f"device {'' if w else 'const '}{self.render_dtype(dt)}* {n} [[buffer({i})]]" for i, (n, dt, w) in enumerate(bufs)] +
                      [f"constant int& {v.arg[0]} [[buffer({len(bufs) + i})]]" for i, v in enumerate(kernel_vars(uops))])

@@ -4,30 +4,29 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
-import sys
-from collections import Counter
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, prod
 from .ops import Ops, GroupOp
 from .ops import UOp, resolve
 from .shapetracker import ShapeTracker
-from .lazy import LazyBuffer, lazycache
+from .lazy import LazyBuffer
 from .device import Buffer
+from .memory import memory_plan, planned_memory
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'mark_realized', 'create_schedule', 'held_bases', 'intermediates',
-           'elementwise_inputs', 'memory_order', 'memory_planner', 'planned_memory']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'items_ran', 'create_schedule', 'held_bases', 'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ScheduleItem:
   """One step of work: a kernel AST (a SINK of STOREs), or a COPY / EMPTY, and the buffers it touches --
-  outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs."""
+  outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime that runs it
+  knows nothing of the lazy graph. (Compared by identity: two items with the same AST and buffers are two steps.)"""
   ast: UOp
   bufs: tuple[Buffer, ...]
-  lb: LazyBuffer | None = field(default=None, compare=False, repr=False)  # the base it realizes, marked once it ran
   @property
   def outputs(self) -> tuple[Buffer, ...]: return self.bufs[:1]
   @property
@@ -136,6 +135,7 @@ class Scheduler:
   "Walks the lazy graph from the outputs, deciding which bases become buffers, in dependency order."
   def __init__(self):
     self.schedule: list[ScheduleItem] = []
+    self.computes: list[LazyBuffer] = []           # the base each item of `schedule` computes
     self.scheduled: dict[LazyBuffer, None] = {}
 
   def must_realize(self, base: LazyBuffer) -> bool:
@@ -178,14 +178,18 @@ class Scheduler:
       stack.extend(s.base for s in b.srcs)
     return False
 
+  def add(self, si: ScheduleItem, base: LazyBuffer) -> None:
+    self.schedule.append(si)
+    self.computes.append(base)
+
   def schedule_base(self, base: LazyBuffer) -> None:
     if base.realized is not None or base in self.scheduled: return
     if base.op is Ops.EMPTY or base.size == 0:
-      self.schedule.append(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,), base))
+      self.add(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,)), base)
     elif base.op is Ops.COPY:
       src = base.srcs[0].base
       self.schedule_base(src)
-      self.schedule.append(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer), base))
+      self.add(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer)), base)
     else:
       if base.op is Ops.ASSIGN:
         # whoever read the old contents and isn't computed yet runs first: `b = a + 1` keeps the `a` it was made from
@@ -202,15 +206,23 @@ class Scheduler:
         # e.g. a.assign(a.flip(0)): compute the value into fresh memory first, then copy it over the target
         builder = KernelBuilder(base, self, value=base.srcs[0].clone())
         ast = builder.ast()
-      self.schedule.append(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs]), base))
+      self.add(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs])), base)
     self.scheduled[base] = None
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-def mark_realized(base: LazyBuffer) -> None:
-  """After its kernel ran, a base is just its buffer: the graph behind it can go. It also leaves the dedup cache,
-  whose key names its sources by id: once they are freed, a new node could reuse an id and wrongly match."""
-  base.op, base.arg, base.srcs, base.forced_realize = Ops.BUFFER, None, (), False
-  if base.cache_key is not None and lazycache.get(base.cache_key) is base: del lazycache[base.cache_key]
+# the base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
+# `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2)
+_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
+  """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
+  buffer, except one whose memory the planner shared (its item wrote a view): that block is only final once the whole
+  schedule ran, before that a later kernel may still overwrite it, so such a base stays unrealized (and is computed
+  again if asked for) unless `complete`."""
+  for si in items:
+    base = _computes.get(si)
+    if base is not None and base.realized is None and (complete or si.bufs[0] is base.buffer):
+      base.become_buffer()
 
 def _human(nbytes: int) -> str:
   for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
@@ -219,26 +231,89 @@ def _human(nbytes: int) -> str:
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
-  intermediate buffers sharing memory where their lifetimes allow (`memory_planner`, at the end of this chapter)."""
-  scheduler = Scheduler()
-  for out in outs: scheduler.schedule_base(out.base)
-  schedule = scheduler.schedule
-  del scheduler   # its index of scheduled bases refers to each of them: the planner must not count that as a holder
-  schedule = memory_planner(schedule, outs)
+  intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a).
+  Nothing in the graph changes until the items have run (`items_ran`): you can look at a schedule for free. A graph
+  whose structure became one kernel before gets that kernel again (`_graph_key`, below)."""
+  # one output whose graph's structure was seen before: the same kernel on this graph's buffers
+  out = outs[0].base if len(outs) == 1 else None
+  key = _graph_key(out) if out is not None and out.realized is None else None
+  if (si := _cached_item(out, key)) is not None:
+    _computes[si] = out
+    schedule = [si]
+  else:
+    scheduler = Scheduler()
+    for lb in outs: scheduler.schedule_base(lb.base)
+    schedule = scheduler.schedule
+    for si, base in zip(schedule, scheduler.computes): _computes[si] = base
+    _remember(key, schedule)
+  if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
+    order, assigned = memory_plan(schedule, temps)
+    planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
+    for i, si in zip(order, planned): _computes[si] = _computes[schedule[i]]
+    schedule = planned
   if DEBUG >= 1 and schedule:
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
-      if temps := sum(b.nbytes for b in intermediates(schedule, outs)): line += f", intermediates {_human(temps)} (memory planner off)"
+      if nbytes := sum(b.nbytes for b in intermediates(schedule, outs)): line += f", intermediates {_human(nbytes)} (memory planner off)"
     elif (sizes := planned_memory([si.bufs for si in schedule]))[0]:
       line += f", intermediates {_human(sizes[0])} -> {_human(sizes[1])} with the memory planner ({1 - sizes[1] / sizes[0]:.0%} saved)"
     print(line)
   return schedule
 
+# %% ../nbs/04_schedule.ipynb #4c000002
+def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
+  """The structure of the graph behind the base `out`, down to realized bases, as a hashable key, and those realized
+  bases in the order the key meets them. None for a graph a cached kernel can't stand for: one with an ASSIGN, COPY or
+  EMPTY, or more than 64 nodes (building its kernel costs more than the walk saves)."""
+  parts: list = [out.device]
+  inputs: list[LazyBuffer] = []
+  seen: dict[int, int] = {}   # by id: the same node read twice is a different graph from two equal nodes
+  stack = [out]
+  while stack:
+    lb = stack.pop()
+    if (n := seen.get(id(lb))) is not None:
+      parts.append(n)
+      continue
+    seen[id(lb)] = len(seen)
+    base = lb.base
+    if lb is not base:
+      parts.append(lb.st)
+      stack.append(base)
+    elif base.realized is not None:
+      parts.append((base.dtype, base.shape))
+      inputs.append(base)
+    elif base.op in (Ops.ASSIGN, Ops.COPY, Ops.EMPTY) or len(seen) > 64: return None
+    else:
+      # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
+      arg = (type(base.arg), repr(base.arg)) if isinstance(base.arg, (float, tuple)) else base.arg
+      parts.append((base.op, arg, base.dtype, base.shape, base.forced_realize))
+      stack.extend(base.srcs)
+  return tuple(parts), inputs
+
+# graph structure -> (the kernel's AST, for each of its inputs the position of its base among _graph_key's inputs)
+_kernel_cache: dict[tuple, tuple[UOp, tuple[int, ...]]] = {}
+
+def _cached_item(out: LazyBuffer, key: tuple | None) -> ScheduleItem | None:
+  "The one ScheduleItem for `out`, if a graph of its structure became one kernel before."
+  if key is None or (hit := _kernel_cache.get(key[0])) is None: return None
+  ast, positions = hit
+  return ScheduleItem(ast, (out.buffer, *[key[1][k].buffer for k in positions]))
+
+def _remember(key: tuple | None, schedule: list[ScheduleItem]) -> None:
+  "Remember a graph that became one kernel (a few thousand graphs at most: a bound variable's value is in the key)."
+  # two inputs on one Buffer (an assign's result and its target) would leave it unclear which input a kernel
+  # argument came from: such a graph is not remembered
+  if key is None or len(schedule) != 1 or len({id(base.buffer) for base in key[1]}) != len(key[1]): return
+  first = {id(base.buffer): k for k, base in enumerate(key[1])}
+  if any(id(b) not in first for b in schedule[0].inputs): return
+  if len(_kernel_cache) >= 4096: _kernel_cache.clear()
+  _kernel_cache[key[0]] = (schedule[0].ast, tuple(first[id(b)] for b in schedule[0].inputs))
+
 # %% ../nbs/04_schedule.ipynb #c360c198
-def _schedule_graph(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
+def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
   "Every LazyBuffer the schedule computes, inlines or views, down to the realized bases it loads (those not included)."
   nodes: dict[LazyBuffer, None] = {}
-  stack = [*outs, *(si.lb for si in schedule if si.lb is not None)]
+  stack = [*outs, *bases]
   while stack:
     lb = stack.pop()
     if lb in nodes or lb.realized is not None: continue
@@ -246,24 +321,15 @@ def _schedule_graph(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer]) ->
     stack.extend([lb.base] if lb.base is not lb else lb.srcs)
   return nodes
 
-def _schedule_refs(nodes: dict[LazyBuffer, None], schedule: list[ScheduleItem]) -> Counter:
-  "How many references to each node (by id) the schedule's own graph and items hold: all of them go once it has run."
-  refs = Counter(id(ref) for lb in nodes for ref in ((lb.base,) if lb.base is not lb else lb.srcs))
-  refs.update(id(si.lb) for si in schedule if si.lb is not None)
-  return refs
-
 def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
-  """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, whatever something else
-  refers to (a Tensor, a graph not in this schedule, an autograd context, a variable), and what those read."""
-  nodes = _schedule_graph(schedule, outs)
-  internal = _schedule_refs(nodes, schedule)
-  # Python counts every reference; a fresh object, referenced only as the nodes are here (by `nodes` and the loop),
-  # measures what this function adds. Whatever a node has beyond that and the schedule's own references is held.
-  nodes[object()] = None
-  counts = [sys.getrefcount(lb) for lb in nodes]
-  baseline = counts.pop()
-  stack = [*outs, *(lb for lb, n in zip(nodes, counts) if n - baseline > internal[id(lb)])]
-  scheduled = {id(si.lb) for si in schedule}
+  """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, the bases a Tensor holds
+  (`LazyBuffer.holders`) or a base outside the schedule reads (`LazyBuffer.readers`), and, from those, what they read."""
+  computed = [base for si in schedule if (base := _computes.get(si)) is not None]
+  nodes = _schedule_graph(computed, outs)
+  # every holder is on record: a Tensor notes itself on the base of its lazydata (an autograd context's saved values
+  # are its Tensors' lazydata, or their parents'), a base notes itself on the bases of its sources
+  stack = [*outs, *(lb for lb in nodes if lb.base is lb and (lb.holders or any(r not in nodes for r in lb.readers)))]
+  scheduled = set(computed)
   held: set[LazyBuffer] = set()
   while stack:
     lb = stack.pop()
@@ -271,116 +337,11 @@ def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) ->
     held.add(lb)
     # a live view keeps its base; a live base that isn't computed here keeps its sources (a computed one drops them)
     if lb.base is not lb: stack.append(lb.base)
-    elif id(lb) not in scheduled: stack.extend(lb.srcs)
+    elif lb not in scheduled: stack.extend(lb.srcs)
   return held
 
 def intermediates(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
   "The buffers the schedule allocates that nothing holds once it has run: the ones the memory planner may share."
   held = held_bases(schedule, outs)
-  return {si.bufs[0] for si in schedule if si.lb is not None and si.lb not in held and si.lb.op is not Ops.ASSIGN
-          and not si.bufs[0].is_allocated and si.bufs[0].nbytes > 0}
-
-# %% ../nbs/04_schedule.ipynb #c0bc0add
-def elementwise_inputs(si: ScheduleItem) -> set[int]:
-  """Positions in `si.bufs` of the inputs that a kernel without a reduce reads only at the element it writes:
-  its output may overwrite them, element by element, if they are not needed afterwards."""
-  if si.ast.op is not Ops.SINK or len(si.ast.src) != 1: return set()
-  nodes = si.ast.toposort
-  if any(u.op is Ops.REDUCE_AXIS for u in nodes): return set()
-  out_view = si.ast.src[0].src[1]
-  loads = [u for u in nodes if u.op is Ops.LOAD]
-  same = {u.src[0].arg for u in loads if u.src[1] is out_view}
-  return same - {u.src[0].arg for u in loads if u.src[1] is not out_view} - {0}
-
-# %% ../nbs/04_schedule.ipynb #7fcdbef5
-def _internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[Buffer] | None = None,
-                             inplace: list[set[int]] | None = None) -> dict[Buffer, Buffer]:
-  """Share memory among buffers whose lifetimes don't overlap. `buffers[i]` are the buffers step i uses (a schedule
-  item's or a TinyJit ExecItem's `bufs`, output first); a buffer's lifetime runs from the first step that uses it to
-  the last. A view counts as its base. Every buffer not in `noopt_buffers` (nor a view of one) is planned.
-  `inplace[i]`: positions in `buffers[i]` whose memory step i's output may take if they die at step i (an elementwise
-  kernel that reads them only at the element it writes). Returns {buffer: a view of the block it now lives in}."""
-  if NO_MEMORY_PLANNER: return {}
-  noopt = noopt_buffers or set()
-  first: dict[Buffer, int] = {}
-  last: dict[Buffer, int] = {}
-  for i, bufs in enumerate(buffers):
-    for b in bufs:
-      if b in noopt or b.base in noopt or b.base.nbytes == 0: continue
-      first.setdefault(b.base, i)
-      last[b.base] = i
-  blocks: list[list] = []   # [device, nbytes, tenant]: one shared allocation, and the buffer that holds it now
-  block_of: dict[Buffer, int] = {}
-  for i, bufs in enumerate(buffers):
-    # inputs step i reads for the last time, only where it writes: its output may take their block
-    dying_inputs = {bufs[k].base for k in (inplace[i] if inplace else ()) if last.get(bufs[k].base) == i}
-    for unit in sorted((b.base for b in dict.fromkeys(bufs) if first.get(b.base) == i), key=lambda u: -u.nbytes):
-      in_place = {b for b in dying_inputs if b.dtype.itemsize == unit.dtype.itemsize} if unit is bufs[0].base else set()
-      free = [n for n, (device, _, tenant) in enumerate(blocks)
-              if device == unit.device and (last[tenant] < i or tenant in in_place)]
-      fits = [n for n in free if blocks[n][1] >= unit.nbytes]
-      if fits: n = min(fits, key=lambda n: blocks[n][1])           # the smallest block it fits in
-      elif free: n = max(free, key=lambda n: blocks[n][1])         # else the largest free one, grown
-      else:
-        n = len(blocks)
-        blocks.append([unit.device, 0, None])
-      blocks[n][1:] = [max(blocks[n][1], unit.nbytes), unit]
-      block_of[unit] = n
-  memory = [Buffer(device, nbytes, dtypes.uint8) for device, nbytes, _ in blocks]
-  return {b: Buffer(b.device, b.size, b.dtype, base=memory[block_of[b.base]])
-          for bufs in buffers for b in bufs if b.base in block_of}
-
-# %% ../nbs/04_schedule.ipynb #90b443c1
-def memory_order(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[ScheduleItem]:
-  """The same items, in an order that lets the intermediates `temps` go early. Any order computes the same values
-  if each item still runs after the last writer of every buffer it reads or writes, and before any later writer of a
-  buffer it reads. Among the items that are ready, it takes the one that frees the most bytes, less what it allocates."""
-  before: list[set[int]] = [set() for _ in schedule]   # the items that must run before item i
-  writer: dict[Buffer, int] = {}
-  readers: dict[Buffer, list[int]] = {}
-  for i, si in enumerate(schedule):
-    for b in si.bufs[1:]:
-      if b in writer: before[i].add(writer[b])
-      readers.setdefault(b, []).append(i)
-    if si.bufs[0] in writer: before[i].add(writer[si.bufs[0]])
-    before[i].update(readers.pop(si.bufs[0], []))
-    writer[si.bufs[0]] = i
-  after: list[list[int]] = [[] for _ in schedule]
-  for i, deps in enumerate(before):
-    for d in deps: after[d].append(i)
-  waiting = [len(deps) for deps in before]
-  readers_left = Counter(b for si in schedule for b in set(si.bufs[1:]) if b in temps)
-  def gain(i: int) -> tuple[int, int]:
-    si = schedule[i]
-    freed = sum(b.nbytes for b in set(si.bufs[1:]) if b in temps and readers_left[b] == 1)
-    allocated = 0 if si.bufs[0].is_allocated or (si.lb is not None and si.lb.op is Ops.ASSIGN) else si.bufs[0].nbytes
-    return freed - allocated, -i   # on a tie, the scheduler's order
-  ready, order = [i for i, n in enumerate(waiting) if n == 0], []
-  while ready:
-    best = max(ready, key=gain)
-    ready.remove(best)
-    order.append(schedule[best])
-    readers_left.subtract(b for b in set(schedule[best].bufs[1:]) if b in temps)
-    for j in after[best]:
-      waiting[j] -= 1
-      if waiting[j] == 0: ready.append(j)
-  return order
-
-# %% ../nbs/04_schedule.ipynb #69ddf19b
-def memory_planner(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> list[ScheduleItem]:
-  """The schedule with intermediates whose lifetimes don't overlap (or that an elementwise kernel overwrites in place)
-  sharing memory, in the scheduler's order or `memory_order`, whichever needs less. `NO_MEMORY_PLANNER=1`: unchanged."""
-  if NO_MEMORY_PLANNER or len(schedule) < 2 or not (temps := intermediates(schedule, outs)): return schedule
-  keep = {b for si in schedule for b in si.bufs} - temps
-  inplace = {id(si): elementwise_inputs(si) for si in schedule}
-  plans = []
-  for order in (schedule, memory_order(schedule, temps)):
-    assigned = _internal_memory_planner([si.bufs for si in order], keep, [inplace[id(si)] for si in order])
-    plans.append((sum(block.nbytes for block in {view.base for view in assigned.values()}), order, assigned))
-  _, order, assigned = min(plans, key=lambda plan: plan[0])   # on a tie, the scheduler's order
-  return [replace(si, bufs=tuple(assigned.get(b, b) for b in si.bufs)) for si in order]
-
-def planned_memory(buffers: list[Sequence[Buffer]]) -> tuple[int, int]:
-  "Bytes of the planned buffers (the views), and of the blocks they share: the memory without and with the planner."
-  views = {b for bufs in buffers for b in bufs if b._base is not None}
-  return sum(b.nbytes for b in views), sum(b.nbytes for b in {b._base for b in views})
+  return {si.bufs[0] for si in schedule if (base := _computes.get(si)) is not None and base not in held
+          and base.op is not Ops.ASSIGN and not si.bufs[0].is_allocated and si.bufs[0].nbytes > 0}

@@ -11,7 +11,7 @@ from .helpers import prod, all_int
 from .ops import UOp, Ops, sint, smax, smin, ssimplify, sym_infer
 
 # %% auto #0
-__all__ = ['strides_for_shape', 'View', 'unravel', 'ShapeTracker']
+__all__ = ['strides_for_shape', 'View', 'unravel', 'ShapeTracker', 'real_strides']
 
 # %% ../nbs/03a_shapetracker.ipynb #9d39aaf6
 def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
@@ -42,6 +42,8 @@ class View:
   @functools.cache
   def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
              mask: tuple[tuple[int, int], ...] | None = None) -> View:
+    # no elements: nothing to address, so one form for all of them (tinygrad's): every stride 0, no offset, no mask
+    if any(isinstance(s, int) and s == 0 for s in shape): return View(tuple(shape), (0,) * len(shape), 0, None, True)
     strides = strides_for_shape(shape) if strides is None else tuple(0 if s == 1 else st for s, st in zip(shape, strides))
     if mask is not None:
       if all(m == (0, s) for m, s in zip(mask, shape)): mask = None
@@ -232,3 +234,22 @@ class ShapeTracker:
     "The index and valid expressions as text, over indices idx0, idx1, ... (for reading, not compiling)."
     idx, valid = self.to_indexed_uops([UOp.range(s, i) for i, s in enumerate(self.shape)])
     return idx.render(), valid.render()
+
+# %% ../nbs/03a_shapetracker.ipynb #a51d43fc
+def real_strides(self: ShapeTracker, ignore_valid: bool = False) -> tuple[sint | None, ...]:
+  "Each axis's step in the buffer: a number, 0 where the axis isn't used, None where no single stride says it."
+  if len(self.views) == 1 and self.views[-1].mask is None: return self.views[-1].strides
+  idx, valid = (u.simplify() for u in self.to_indexed_uops([UOp.range(s, i) for i, s in enumerate(self.shape)]))
+  terms = lambda u: [t for s in u.src for t in terms(s)] if u.op is Ops.ADD else [u]
+  ret: list[sint | None] = [None] * len(self.shape)
+  for t in terms(idx):
+    if t.op is Ops.RANGE: ret[t.arg[0]] = 1
+    elif t.op is Ops.MUL and t.src[0].op is Ops.RANGE and t.src[1].op is Ops.CONST: ret[t.src[0].arg[0]] = t.src[1].arg
+  used = {u.arg[0] for u in idx.toposort if u.op is Ops.RANGE}
+  ret = [r if i in used else 0 for i, r in enumerate(ret)]
+  if not ignore_valid:
+    for u in valid.toposort:
+      if u.op is Ops.RANGE: ret[u.arg[0]] = None
+  return tuple(ret)
+
+ShapeTracker.real_strides = real_strides

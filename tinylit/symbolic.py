@@ -6,18 +6,18 @@
 from __future__ import annotations
 import math
 from .dtype import dtypes
-from .ops import Ops, GroupOp, exec_alu
+from .ops import Ops, GroupOp, exec_alu, split_add, term_coefficient, build_sum
 from .ops import UOp
 from .pattern import UPat, PatternMatcher
 
 # %% auto #0
-__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'split_add', 'term_coefficient', 'build_sum', 'div_mod_fold']
+__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'div_mod_fold']
 
 # %% ../nbs/05a_symbolic.ipynb #35115df1
 def _is_int(u: UOp) -> bool: return u.dtype is not None and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool)
 
 # %% ../nbs/05a_symbolic.ipynb #8b7d1e0a
-_INDEX_OPS = {Ops.RANGE, Ops.CONST, Ops.DEFINE_VAR, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD}
+_INDEX_OPS = {Ops.RANGE, Ops.SPECIAL, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD}
 
 # %% ../nbs/05a_symbolic.ipynb #68742564
 def _is_index(u: UOp) -> bool:
@@ -36,30 +36,6 @@ def fold_by_bounds(x: UOp) -> UOp | None:
   "An integer or bool whose smallest and largest possible values agree is that constant."
   if x.op is not Ops.CONST and _is_int(x) and x.vmin == x.vmax: return x.const_like(x.vmin)
   return None
-
-# %% ../nbs/05a_symbolic.ipynb #0e68bc8b
-def split_add(x: UOp) -> list[UOp]:
-  "The terms of a sum: ((a+b)+c) -> [a, b, c]."
-  return split_add(x.src[0]) + split_add(x.src[1]) if x.op is Ops.ADD else [x]
-
-# %% ../nbs/05a_symbolic.ipynb #3102b326
-def term_coefficient(t: UOp) -> tuple[UOp | None, int]:
-  "A term as (variable part, integer factor): a*4 -> (a, 4); 7 -> (None, 7); a -> (a, 1)."
-  if t.op is Ops.CONST: return None, t.arg
-  if t.op is Ops.MUL and t.src[1].op is Ops.CONST: return t.src[0], t.src[1].arg
-  return t, 1
-
-# %% ../nbs/05a_symbolic.ipynb #8fffdcec
-def build_sum(terms: list[tuple[UOp | None, int]], like: UOp) -> UOp:
-  "Rebuild sum(v*k) from terms, leaving out zero terms and unit factors."
-  out, const = None, 0
-  for v, k in terms:
-    if v is None: const += k
-    elif k != 0:
-      t = v if k == 1 else v * k
-      out = t if out is None else out + t
-  if out is None: return like.const_like(const)
-  return out + const if const != 0 else out
 
 # %% ../nbs/05a_symbolic.ipynb #1c632018
 def div_mod_fold(x: UOp, c: UOp, mod: bool) -> UOp | None:

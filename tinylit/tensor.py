@@ -11,7 +11,7 @@ import numpy as np
 from .dtype import DType, dtypes, to_dtype, bf16_to_float, float_to_bf16
 from .helpers import prod
 from .ops import Ops, UOp
-from .lazy import LazyBuffer, holders
+from .lazy import LazyBuffer
 from .shapetracker import ShapeTracker
 from .device import Buffer, Device
 from .schedule import create_schedule
@@ -63,8 +63,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     elif isinstance(data, (bool, int, float)) or (isinstance(data, np.ndarray) and data.shape == ()) or isinstance(data, np.generic):
       value = data.item() if isinstance(data, (np.ndarray, np.generic)) else data
       dtype = dtype or (dtypes.from_np(np.asarray(data).dtype) if isinstance(data, (np.ndarray, np.generic)) else dtypes.from_py(value))
-      if isinstance(value, int) and not isinstance(value, bool) and dtypes.is_int(dtype) and not dtypes.min(dtype) <= value <= dtypes.max(dtype):
-        raise OverflowError(f"Tensor: {value} doesn't fit in {dtype} (range {dtypes.min(dtype)}..{dtypes.max(dtype)})")
+      # the constant wraps into the dtype's bits (dtypes.as_const), as in tinygrad: Tensor(-1, dtype=dtypes.uint32) is 2**32 - 1
       data = LazyBuffer.metaop(Ops.CONST, (), dtype, device, value)
     elif isinstance(data, UOp):  # a bound variable: a scalar whose value each run passes to the kernel
       if data.op is not Ops.BIND: raise TypeError(f"a Tensor from a UOp needs a bound Variable (var.bind(value)), got {data.op}")
@@ -73,9 +72,13 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     elif isinstance(data, (list, tuple)) and data and all(isinstance(x, np.ndarray) for x in data):
       data = _from_np(np.stack(data) if dtype is None else np.stack(data).astype(dtype.np), device, dtype)  # a list of arrays
     elif isinstance(data, (list, tuple)):
-      shape = _shape_of(data)
+      shape, named = _shape_of(data), dtype is not None
       dtype = dtype or (dtypes.from_py(flatten_deep(data)) if prod(shape) else dtypes.default_float)
-      data = _from_np(np.array(data, dtype=dtype.np).reshape(shape), device, dtype)
+      try: array = np.array(data, dtype=dtype.np)
+      except OverflowError:  # numpy refuses an int outside a dtype's range; in a *named* int dtype it wraps, as above
+        if not (named and dtypes.is_int(dtype)): raise
+        array = np.array([dtypes.as_const(v, dtype) for v in flatten_deep(data)], dtype=dtype.np)
+      data = _from_np(array.reshape(shape), device, dtype)
     elif isinstance(data, np.ndarray):
       data = _from_np(data.astype(dtype.np) if dtype is not None else data, device, dtype)
     elif isinstance(data, Tensor): data = data.lazydata if dtype is None else data.lazydata.cast(dtype)
@@ -95,7 +98,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     # by id: a WeakSet would compare two tensors with ==, which is elementwise here
     storage.tensors[id(self)] = self
     # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
-    holders.setdefault(lb.base, weakref.WeakValueDictionary())[id(self)] = self
+    lb.base.hold(self)
   @property
   def device(self) -> str: return self.lazydata.device
   @property
@@ -194,7 +197,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
     sharers = list(x._storage.tensors.values())
     sole = value.base is value and value.realized is None and len(sharers) == 1 and sharers[0] is x
-    if sole: holders[value].pop(id(x), None)
+    if sole: value.release(x)
     run_schedule(create_schedule([target.assign(value, self._view)]))
     if sole: x.lazydata = target._view(self._view)
     return self
@@ -275,7 +278,7 @@ class Storage:
     to copies of their values instead, made before the write: the written memory stays where it is, which a TinyJit
     recording of the write relies on."""
     if self.root.base is not self.root or not self.has_memory(): self.move_to(self.root.clone())
-    others = {id(t._storage): t._storage for t in holders.get(self.root, {}).values()
+    others = {id(t._storage): t._storage for t in self.root.holders
               if t._storage is not self and t.lazydata.base is self.root}
     for other in others.values(): other.move_to(other.root.clone())
     if self.root.realized is None: run_schedule(create_schedule([self.root]))

@@ -16,7 +16,8 @@ nbdev's half of the pipeline and swap Quarto for Sphinx + MyST-NB:
    absolute doc links to relative ones. Pages get nbdev's names (01_tensor.ipynb -> tensor.html)
    and index gets the table of contents. The course's conventions (tools/course.py) are rendered here too:
    reference solutions and answers fold (`<details>`), each `<dfn>` gets its `term-` id, links to a heading
-   get the site's id for it, and a glossary page is made from the chapters' `<dfn>`s.
+   get the site's id for it, the glossary page is Sphinx's `glossary` directive made from the chapters' `<dfn>`s,
+   and links to a term become Sphinx's `term` role, which points at the term's glossary entry.
 3. sphinx-build renders _proc/ into _docs/ with conf.py (Furo theme, no CDN needed for the page).
 """
 
@@ -100,8 +101,8 @@ def _callouts(md: str, target: str) -> str:
 class Converter:
     "Rewrites one nbdev-processed notebook for MyST-NB (`myst`) or for a GitHub README (`gfm`)."
 
-    def __init__(self, cfg, page: Path, target: str = "myst"):
-        self.target = target
+    def __init__(self, cfg, page: Path, target: str = "myst", terms: dict | None = None):
+        self.target, self.terms = target, terms  # terms (slug -> course.Term): links to them become Sphinx's term role
         self.doc_url = urljoin(cfg.doc_host + "/", cfg.doc_baseurl).rstrip("/") + "/"  # as nbdev links
         self.up = "../" * (len(page.parts) - 1)
 
@@ -111,6 +112,8 @@ class Converter:
             md = NB_LINK.sub(lambda m: f"](nbs/{m[1]})", md)
             md = course.DFN.sub(lambda m: f"**{m['text'].strip()}**", md)
         else:
+            if self.terms is not None:
+                md = course.LINK.sub(self.term_role, md)
             md = NB_LINK.sub(lambda m: f"]({page_of(Path(m[1])).as_posix()}{self.fragment(m[2])})", md)
             md = PAGE_ANCHOR.sub(lambda m: f"](#{course.site_anchor(m[1])})", md)
             md = course.DFN.sub(self.dfn, md)
@@ -120,6 +123,14 @@ class Converter:
     def fragment(frag: str | None) -> str:
         "A link's `#...` written for Jupyter (a heading's text, or a term) as the site's id."
         return f"#{course.site_anchor(frag[1:])}" if frag else ""
+
+    def term_role(self, m) -> str:
+        "A link to a term (`[text](03_uop.ipynb#term-uop)`) as Sphinx's term role, to its glossary entry."
+        frag = m["dest"].partition("#")[2]
+        if not frag.startswith("term-") or (term := self.terms.get(frag[len("term-"):])) is None:
+            return m[0]  # not a term; or one no chapter defines, which tools/course.py's check reports
+        text = course.plain_text(m["text"]).replace("`", "")
+        return f"{{term}}`{text} <{course.plain_text(term.name)}>`"
 
     @staticmethod
     def dfn(m) -> str:
@@ -202,11 +213,11 @@ def nbdev_processing(cfg) -> Path:
 def process(cfg) -> Path:
     "Run nbdev's processing into _proc/, then rewrite each page for MyST-NB. Returns _proc/."
     proc = nbdev_processing(cfg)
-    pages = []
+    pages, (terms, _) = [], course.glossary()
     for nb_rel in course_notebooks(cfg):
         src = proc / nb_rel
         page = page_of(nb_rel)
-        nb = Converter(cfg, page)(nbformat.read(src, as_version=4))
+        nb = Converter(cfg, page, terms=terms)(nbformat.read(src, as_version=4))
         dst = (proc / page).with_suffix(".ipynb")
         src.unlink()
         nbformat.write(nb, dst)

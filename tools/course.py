@@ -3,7 +3,6 @@ folded, and the glossary made from the chapters. tests/test_course.py checks the
 
     python tools/course.py check [NB ...]   # what each chapter lacks (the same checks as tests/test_course.py)
     python tools/course.py fold [NB ...]    # collapse in Jupyter what the site folds (`make nbs` runs it)
-    python tools/course.py link NB ...      # link each glossary term's first use in a chapter to its definition
     python tools/course.py glossary         # print the glossary page as markdown
 
 The convention. A chapter is a notebook in nbs/ (nbdev's rule: no `_`/`.` names). Roles of cells are given by
@@ -14,10 +13,11 @@ cell *tags* (Jupyter's cell metadata `tags`, kept by nbdev_clean: settings.ini's
 2. **Terms.** A term is defined where it is first used, by wrapping the defining words in `<dfn>`:
    `... one node type, the <dfn>UOp</dfn> ...` (`<dfn title="hash-consing">hash-consed</dfn>` when the words
    differ from the term's name). The sentence holding the `<dfn>` is the glossary's definition, so it should
-   define. A term is defined once in the course; in every other chapter the first cell that mentions it links
-   to the definition: `[UOp](03_uop.ipynb#term-uop)` (`term-` + the term's slug). On the site each `<dfn>` gets
-   that id and the glossary page lists every term with its sentence and a link. The goals cell, headings and table
-   rows are not scanned (they announce or list terms; prose defines them). `link` adds the missing links.
+   define. A term is defined once in the course. Other chapters link to it where it helps the reader:
+   `[UOp](03_uop.ipynb#term-uop)` (`term-` + the term's slug), which in Jupyter opens the defining chapter there;
+   the check only makes sure such a link points at the chapter that defines the term. The site is Sphinx's: the
+   glossary page is its `glossary` directive, made from the `<dfn>`s, and each link to a term becomes its `term`
+   role, which Sphinx resolves to the glossary entry (and warns about if there is none).
 3. **Exercises** sit under `## Exercises`, after "tinygrad then and now". Each is four parts, in this order:
    - the prompt, a markdown cell tagged `exercise`, starting `### Exercise N: title` (N = 1, 2, ...);
    - the reader's cell, a code cell tagged `exercise-reader` that only binds the answer's names to `...`
@@ -50,7 +50,7 @@ import ast
 import html
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -186,31 +186,6 @@ def slug(term: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", plain_text(term).lower()).strip("-")
 
 
-def masked(md: str, keep_code: bool) -> str:
-    """`md` with everything that is not prose blanked out (same length, so positions still match): fenced code,
-    heading lines, table rows, link targets, HTML tags, and (unless `keep_code`) inline code."""
-    out = list(md)
-
-    def blank(a: int, b: int):
-        out[a:b] = [c if c == "\n" else " " for c in md[a:b]]
-
-    for m in FENCE.finditer(md):
-        blank(m.start(), m.end())
-    pos = 0
-    for line in md.splitlines(keepends=True):
-        if HEADING.match(line) or line.lstrip().startswith("|"):  # headings, and table rows (they list, not define)
-            blank(pos, pos + len(line))
-        pos += len(line)
-    for m in LINK.finditer(md):
-        blank(m.start("dest") - 2, m.end())  # "](dest)"
-    for m in HTML_TAG.finditer(md):
-        blank(m.start(), m.end())
-    if not keep_code:
-        for m in CODE_SPAN.finditer(md):
-            blank(m.start(), m.end())
-    return "".join(out)
-
-
 # ---- the glossary
 @dataclass
 class Term:
@@ -221,8 +196,6 @@ class Term:
     notebook: str  # e.g. "03_uop.ipynb"
     cell: int
     sentence: str  # markdown of the sentence that holds the <dfn>
-    code: bool = False  # an identifier (the <dfn> wraps a code span): matched in code spans too
-    forms: list[str] = field(default_factory=list)
 
     @property
     def slug(self) -> str:
@@ -231,12 +204,6 @@ class Term:
     @property
     def anchor(self) -> str:
         return f"term-{self.slug}"
-
-    def pattern(self) -> re.Pattern:
-        alts = "|".join(r"\s+".join(map(re.escape, f.split())) for f in sorted(self.forms, key=len, reverse=True))
-        lead = r"(?<![\w.])" if self.code else r"(?<![\w-])"
-        flags = 0 if (self.code or any(c.isupper() for c in self.name)) else re.IGNORECASE
-        return re.compile(lead + f"(?:{alts})" + r"(?:s|es|d|ed)?(?!\w)", flags)
 
 
 _ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|vs|etc|cf|Fig|al)\.$")
@@ -281,12 +248,10 @@ def definitions(nb, notebook: str) -> list[Term]:
             words = m["text"].strip()
             title = DFN_TITLE.search(m["attrs"])
             name = title[2] if title else plain_text(words)
-            code = bool(re.fullmatch(r"`[^`]+`", words))
             paragraph = _paragraph_at(md, m.start())
             tag = " ".join(m[0].split())
             sentence = next((s for s in _sentences(paragraph) if tag in s), paragraph)
-            forms = sorted({plain_text(words), name} - {""})
-            out.append(Term(name, words, notebook, i, sentence, code, forms))
+            out.append(Term(name, words, notebook, i, sentence))
     return out
 
 
@@ -313,19 +278,17 @@ def glossary(paths: list[Path] | None = None) -> tuple[dict[str, Term], list[str
 
 
 def glossary_markdown(terms: dict[str, Term], titles: dict[str, str]) -> str:
-    "The glossary page: every term, its defining sentence, and a link to the definition (links to .ipynb, as in nbs/)."
+    """The glossary page: Sphinx's `glossary` directive, one entry per term (its defining sentence and a link to where
+    it is defined; links to .ipynb, as in nbs/). Sphinx sorts the entries, gives each the id `term-` + its name, and
+    resolves the `term` role that the site's links to terms become (tools/build_docs.py)."""
     lines = ["# Glossary", "",
              "> Every term the course defines, with the sentence that defines it and a link to where it is defined.", "",
-             "Each term is defined once, in the chapter that first needs it; other chapters link their first use of it "
-             "to that definition. This page is made from the chapters (`<dfn>` in their text) when the site is built.", ""]  # fmt: skip
-    for letter in sorted({t.name[0].upper() for t in terms.values()}, key=str.lower):
-        lines += [f"## {letter}", ""]
-        for t in sorted((t for t in terms.values() if t.name[0].upper() == letter), key=lambda t: t.name.lower()):
-            sentence = DFN.sub(lambda m: f"**{m['text'].strip()}**", t.sentence)
-            chapter = titles.get(t.notebook, t.notebook)
-            lines += [f"<p id=\"glossary-{t.slug}\" class=\"glossary-entry\"><strong>{html.escape(plain_text(t.name))}</strong></p>", "",
-                      f"{sentence} ([{chapter}]({t.notebook}#{t.anchor}))", ""]  # fmt: skip
-    return "\n".join(lines)
+             "Each term is defined once, in the chapter that first needs it (`<dfn>` in its text); this page is made from "
+             "those definitions when the site is built.", "", "```{glossary}", ":sorted:", ""]  # fmt: skip
+    for t in terms.values():
+        sentence = " ".join(DFN.sub(lambda m: f"**{m['text'].strip()}**", t.sentence).split())
+        lines += [plain_text(t.name), f"  {sentence} ([{titles.get(t.notebook, t.notebook)}]({t.notebook}#{t.anchor}))", ""]
+    return "\n".join(lines + ["```"])
 
 
 def title_of(nb) -> str:
@@ -336,106 +299,22 @@ def title_of(nb) -> str:
     return ""
 
 
-# ---- term uses
-@dataclass
-class Use:
-    cell: int
-    start: int
-    end: int
-
-
-def _scanned_cells(nb) -> list[int]:
-    "Markdown cells whose prose must define or link its terms: all but the title cell and the goals cell."
-    md_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
-    skip = set(md_cells[:1])
-    if len(md_cells) > 1 and source(nb.cells[md_cells[1]]).startswith(GOALS):
-        skip.add(md_cells[1])
-    return [i for i in md_cells if i not in skip]
-
-
-def first_use(nb, term: Term, terms: dict[str, Term] | None = None) -> Use | None:
-    """Where `term` is first mentioned in the chapter's prose. Not a mention: its words inside another term's link or
-    <dfn>, or inside a longer term ("lazy" in "lazy graph", "kernel" in "kernel AST")."""
-    pat = term.pattern()
-    longer = [t for t in (terms or {}).values() if t.slug != term.slug and re.search(rf"(?<![\w-]){re.escape(term.name)}(?!\w)",
-                                                                                 t.name, re.IGNORECASE)]  # fmt: skip
-    for i in _scanned_cells(nb):
-        md = source(nb.cells[i])
-        skip = _not_uses(md, term)
-        for t in longer:
-            skip += [m.span() for m in t.pattern().finditer(masked(md, keep_code=t.code))]
-        for m in pat.finditer(masked(md, keep_code=term.code)):
-            if not any(a <= m.start() < b for a, b in skip):
-                return Use(i, m.start(), m.end())
-    return None
-
-
-def _not_uses(md: str, term: Term) -> list[tuple[int, int]]:
-    """Spans where the term's words are not a use of it: inside another term's <dfn> or link ("lazy" in "lazy graph"
-    is that term's), and inside a link to a heading of the page (it cites the heading)."""
-    spans = [m.span("text") for m in LINK.finditer(md)
-             if m["dest"].startswith("#") and not m["dest"].startswith("#term-")
-             or "#term-" in m["dest"] and not m["dest"].endswith("#" + term.anchor)]  # fmt: skip
-    for m in DFN.finditer(md):
-        title = DFN_TITLE.search(m["attrs"])
-        if slug(title[2] if title else m["text"]) != term.slug:
-            spans.append(m.span("text"))
-    return spans
-
-
-def links_to(md: str, term: Term) -> bool:
-    return any(m["dest"].endswith("#" + term.anchor) for m in LINK.finditer(md))
-
-
+# ---- links to terms
 def term_problems(nb, notebook: str, terms: dict[str, Term]) -> list[str]:
-    "First uses of glossary terms that are neither defined nor linked to their definition in the same cell."
+    "Links to a term (`#term-...`) that no chapter defines, or that point at another chapter than the one defining it."
     problems = []
-    for t in terms.values():
-        use = first_use(nb, t, terms)
-        if use is None:
-            continue
-        md = source(nb.cells[use.cell])
-        if t.notebook == notebook:
-            if use.cell != t.cell:
-                problems.append(f"{t.name!r} is used in cell {use.cell} before its <dfn> in cell {t.cell}: define it at "
-                                f"its first use")  # fmt: skip
-        elif not links_to(md, t):
-            problems.append(f"{t.name!r} (defined in {t.notebook}) is first used in cell {use.cell} without a link to "
-                            f"{t.notebook}#{t.anchor}: {md[max(0, use.start - 30):use.end + 10]!r}")  # fmt: skip
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
         for m in LINK.finditer(source(cell)):
             target, _, frag = m["dest"].partition("#")
             if frag.startswith("term-"):
-                owner = next((t for t in terms.values() if t.anchor == frag), None)
+                owner = terms.get(frag[len("term-"):])
                 if owner is None:
                     problems.append(f"cell {i} links to {m['dest']}, but no chapter defines that term")
                 elif (target or notebook) != owner.notebook:
                     problems.append(f"cell {i} links to {m['dest']}, but {owner.name!r} is defined in {owner.notebook}")
     return problems
-
-
-def add_links(nb, notebook: str, terms: dict[str, Term]) -> list[str]:
-    "Link the first use of each term defined elsewhere (in place); returns what it did and what it could not do."
-    report = []
-    for t in sorted(terms.values(), key=lambda t: -len(t.name)):
-        if t.notebook == notebook or (use := first_use(nb, t, terms)) is None:
-            continue
-        cell = nb.cells[use.cell]
-        md = source(cell)
-        if links_to(md, t):
-            continue
-        if any(m.start() <= use.start < m.end() for m in LINK.finditer(md)) or \
-           any(m.start() <= use.start < m.end() for m in DFN.finditer(md)):
-            report.append(f"cell {use.cell}: {t.name!r} is inside a link or a <dfn>; link it by hand")
-            continue
-        start, end = use.start, use.end
-        if code := next((m for m in CODE_SPAN.finditer(md) if m.start() <= start < m.end()), None):
-            start, end = code.start(), code.end()
-        cell.source = f"{md[:start]}[{md[start:end]}]({t.notebook}#{t.anchor}){md[end:]}"
-        report.append(f"cell {use.cell}: linked {md[start:end]!r} -> {t.notebook}#{t.anchor}")
-    return report
 
 
 # ---- the structure of a chapter
@@ -660,7 +539,7 @@ def _paths(names: list[str]) -> list[Path]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["check", "fold", "link", "glossary"])
+    parser.add_argument("what", choices=["check", "fold", "glossary"])
     parser.add_argument("notebooks", nargs="*")
     args = parser.parse_args(argv)
     if args.what == "glossary":
@@ -680,18 +559,11 @@ def main(argv=None) -> int:
             for p in found:
                 print("  -", p)
         return 1 if bad else 0
-    terms, _ = glossary()
-    for path in _paths(args.notebooks):
+    for path in _paths(args.notebooks):  # fold
         nb = read(path)
-        if args.what == "fold":
-            changed = fold(nb)
-            report = [f"collapsed {changed} cell(s)"] if changed else []
-        else:
-            report = add_links(nb, path.name, terms)
-        if report:
+        if changed := fold(nb):
             nbformat.write(nb, path)
-        for line in report:
-            print(f"{path.name}: {line}")
+            print(f"{path.name}: collapsed {changed} cell(s)")
     return 0
 
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from ..dtype import DTypeError, bf16_to_float, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from ..ops import UOp
+from ..realize import capturing
+from ..jit import JitError
 from . import ArgumentError, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -213,13 +215,17 @@ class MathMethods:
     dtype = to_dtype(dtype)
     return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)
   def bitcast(self, dtype) -> Tensor:
-    """The same bytes read as another dtype; a different item size changes the last axis (tinygrad's rule). Done on
-    the host until the compiler has a BITCAST op, so it realizes self."""
+    """The same bytes read as another dtype. Between dtypes of one item size it is a lazy elementwise op (BITCAST) that
+    a kernel computes; a different item size changes the last axis (tinygrad's rule), which is done on the host."""
     dtype = to_dtype(dtype)
     if self.requires_grad: raise ArgumentError(f"bitcast: can't backprop through bitcast ({self.dtype} -> {dtype}), detach first")
     if dtype == self.dtype: return self
-    if dtype.itemsize != self.dtype.itemsize and (self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize):
+    if dtype.itemsize == self.dtype.itemsize: return type(self)(self.lazydata.cast(dtype, bitcast=True), device=self.device)
+    if self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
       raise ArgumentError(f"bitcast: the last axis of {self.shape} ({self.dtype}) can't be reread as {dtype}")
+    # read on the host, the bytes become a constant of the recording: every replay would give the capture call's
+    if capturing: raise JitError(f"bitcast: {self.dtype} -> {dtype} changes the item size, which runs on the host; inside "
+                                 "TinyJit each replay would return the bytes of the capture call. Bitcast outside the jit")
     bits = np.ascontiguousarray(self._storage_numpy()).view(dtype.np_storage)
     # the constructor takes values: bfloat16 bits become the float32s they are (and back, exactly)
     return type(self)(bf16_to_float(bits) if dtype == dtypes.bfloat16 else bits, device=self.device, dtype=dtype)

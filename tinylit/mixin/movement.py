@@ -36,7 +36,8 @@ class ShapeMethods:
     new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
     new_shape = _check_sints(new_shape, "reshape", "shape")
     if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
-    if c and not all_int(self.shape + new_shape): raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
+    if c and not all_int(self.shape + new_shape):
+      raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
     if c:
       known = prod(s for s in new_shape if s != -1)
       if known == 0 or self.numel() % known: raise ArgumentError(f"reshape: can't reshape {self.shape} into {new_shape}")
@@ -76,7 +77,8 @@ class ShapeMethods:
     arg = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (lo, hi), s in zip(arg, self.shape):
       _check_sints((lo, hi), "shrink", "bounds")
-      if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s): raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
+      if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s):
+        raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else F.Shrink.apply(self, arg=tuple(arg))
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad each axis: one (before, after) per axis (None: none), or torch's flat form (left, right, top, bottom, ...)
@@ -92,14 +94,19 @@ class ShapeMethods:
     if len(arg) != self.ndim: raise ArgumentError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
     if any(len(p) != 2 for p in arg): raise ArgumentError(f"pad: each axis needs a (before, after) pair, got {padding}")
     arg = tuple(_check_sints(p, "pad", "paddings") for p in arg)
-    if any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)) and (mode != "constant" or value != 0 or any(
-        isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p)):
-      raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs paddings >= 0, "
-                                "mode 'constant' and value 0")
+    if mode != "constant" and any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)):
+      raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs mode 'constant', got {mode!r}")
+    if self.requires_grad and not type(self).no_grad and any(isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p):
+      shown = ", ".join("(" + ", ".join(v.render() if isinstance(v, UOp) else str(v) for v in p) + ")" for p in arg)
+      raise NotImplementedError(f"pad: the symbolic padding ({shown}) is negative (a crop) for some values of its variables, "
+                                "where its gradient would read past the edge; pad a tensor that needs no gradient")
     if mode == "constant":  # crop first (negative amounts), then pad with zeros, then put `value` where the padding is
-      crops = any(isinstance(v, int) and v < 0 for p in arg for v in p)
-      x = self.shrink(tuple((-smin(b, 0), s + smin(a, 0)) for (b, a), s in zip(arg, self.shape))) if crops else self
-      grow = tuple((smax(b, 0), smax(a, 0)) for b, a in arg)
+      # a symbolic amount goes to the view as it is, even one that is negative for some values of its variables
+      # (8 - n - 1 at n = 8): where it is, the view's mask reaches past the edge, which reads as the crop
+      crop_by = lambda v: smin(v, 0) if isinstance(v, int) else 0
+      crops = any(crop_by(v) < 0 for p in arg for v in p)
+      x = self.shrink(tuple((-crop_by(b), s + crop_by(a)) for (b, a), s in zip(arg, self.shape))) if crops else self
+      grow = tuple(tuple(smax(v, 0) if isinstance(v, int) else v for v in p) for p in arg)
       if all(p == (0, 0) for p in grow): return x
       if value == 0: return F.Pad.apply(x, arg=grow)
       inside = F.Pad.apply(type(self).ones(*x.shape, dtype=dtypes.bool, device=self.device), arg=grow)
@@ -386,7 +393,8 @@ class IndexMethods:
       raise NotImplementedError(f"setitem: a tensor that requires grad can't be written in place ({self.shape}); build a new one")
     if isinstance(v, np.generic): v = v.item()
     if not isinstance(v, T):
-      if not isinstance(v, (bool, int, float)): raise TypeError(f"setitem: can't write a {type(v).__name__} into a {self.dtype} tensor of shape {self.shape}")
+      if not isinstance(v, (bool, int, float)):
+        raise TypeError(f"setitem: can't write a {type(v).__name__} into a {self.dtype} tensor of shape {self.shape}")
       v = T(dtypes.as_const(v, self.dtype), device=self.device, dtype=self.dtype)
     x, cuts, view, tensor_dims = self._index_view(indices)
     v = v.cast(self.dtype).to(self.device)

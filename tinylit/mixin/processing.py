@@ -79,7 +79,8 @@ class PoolingMethods:
     "Resize the last len(size) axes: 'nearest', 'nearest-exact' or 'linear' (bilinear, trilinear... one axis at a time)."
     if not isinstance(size, (tuple, list)) or not all(isinstance(s, int) and s > 0 for s in size) or not 0 < len(size) <= self.ndim:
       raise ArgumentError(f"interpolate: size must be 1 to {self.ndim} positive ints for {self.shape}, got {size!r}")
-    if mode not in ("linear", "nearest", "nearest-exact"): raise ArgumentError(f"interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', not {mode!r}")
+    if mode not in ("linear", "nearest", "nearest-exact"):
+      raise ArgumentError(f"interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', not {mode!r}")
     if align_corners and mode != "linear": raise ArgumentError("interpolate: align_corners only goes with mode='linear'")
     T, x = type(self), self
     for axis in reversed(range(self.ndim - len(size), self.ndim)):   # the last axis first, as torch

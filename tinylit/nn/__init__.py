@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 from ..helpers import flatten, make_tuple, prod
+from ..mixin import ArgumentError   # a ValueError (and an AssertionError, as tinygrad asserts)
 from ..tensor import Tensor
 
 # %% auto #0
@@ -27,8 +28,8 @@ class Conv2d:
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
     self.kernel_size = make_tuple(kernel_size, 2)
     if isinstance(padding, str):
-      if padding.lower() != "same": raise ValueError(f"Conv2d: padding must be an int, a tuple or 'same', not {padding!r}")
-      if stride != 1: raise ValueError("Conv2d: padding='same' needs stride 1")
+      if padding.lower() != "same": raise ArgumentError(f"Conv2d: padding must be an int, a tuple or 'same', not {padding!r}")
+      if stride != 1: raise ArgumentError("Conv2d: padding='same' needs stride 1")
       total = [d * (k - 1) for d, k in zip(make_tuple(dilation, len(self.kernel_size)), self.kernel_size)][::-1]
       padding = tuple(flatten((t // 2, t - t // 2) for t in total))   # torch's flat order: last axis first, extra on the right
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
@@ -95,7 +96,7 @@ class LayerNorm:
     self.weight, self.bias = (Tensor.ones(*self.normalized_shape), Tensor.zeros(*self.normalized_shape)) if elementwise_affine else (None, None)
   def __call__(self, x: Tensor) -> Tensor:
     if x.shape[-len(self.normalized_shape):] != self.normalized_shape:
-      raise ValueError(f"LayerNorm: last dims of {x.shape} must be {self.normalized_shape}")
+      raise ArgumentError(f"LayerNorm: last dims of {x.shape} must be {self.normalized_shape}")
     x = x.layernorm(axis=self.axis, eps=self.eps)
     return x if self.weight is None else x * self.weight + self.bias
 
@@ -113,12 +114,12 @@ class Embedding:
 class GroupNorm:
   "Normalise each group of channels of each example (over its channels and positions), then scale and shift per channel."
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
-    if num_channels % num_groups: raise ValueError(f"GroupNorm: {num_channels} channels don't split into {num_groups} groups")
+    if num_channels % num_groups: raise ArgumentError(f"GroupNorm: {num_channels} channels don't split into {num_groups} groups")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
     self.weight, self.bias = (Tensor.ones(num_channels), Tensor.zeros(num_channels)) if affine else (None, None)
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_channels:
-      raise ValueError(f"GroupNorm: input {x.shape} must have {self.num_channels} channels on axis 1")
+      raise ArgumentError(f"GroupNorm: input {x.shape} must have {self.num_channels} channels on axis 1")
     x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
     if self.weight is None: return x
     shape = (1, -1) + (1,) * (x.ndim - 2)

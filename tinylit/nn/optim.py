@@ -18,7 +18,7 @@ class Optimizer:
     for p in params:
       if p.requires_grad is None: p.requires_grad = True
     self.params = list({id(p): p for p in params if p.requires_grad}.values())   # each parameter once
-    if not self.params: raise ValueError("optimizer got no parameters that require grad")
+    if not self.params: raise ArgumentError("optimizer got no parameters that require grad")
     self.buffers: list[Tensor] = []
     self.lr = lr
   def zero_grad(self) -> None:
@@ -124,7 +124,7 @@ def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 
 class OptimizerGroup(Optimizer):
   "Several optimizers stepped as one: one zero_grad, one step (every gradient first, then every update)."
   def __init__(self, *optimizers: Optimizer):   # no Optimizer.__init__: the parameters are the members'
-    if not optimizers: raise ValueError("OptimizerGroup needs at least one optimizer")
+    if not optimizers: raise ArgumentError("OptimizerGroup needs at least one optimizer")
     self.optimizers = optimizers
     self.params = [p for o in optimizers for p in o.params]
     self.buffers = [b for o in optimizers for b in o.buffers]

@@ -8,6 +8,7 @@ import collections, json, pickle, struct, zipfile
 from collections import OrderedDict
 import numpy as np
 from ..dtype import bf16_to_float, dtypes, DType
+from ..mixin import ArgumentError   # a ValueError (and an AssertionError, as tinygrad asserts)
 from ..tensor import Tensor
 
 # %% auto #0
@@ -42,7 +43,7 @@ def load_state_dict(model, state_dict: dict[str, Tensor], strict: bool = True) -
   if strict and missing: raise KeyError(f"load_state_dict: missing keys {missing}")
   for k, v in model_state.items():
     if k not in state_dict: continue
-    if v.shape != state_dict[k].shape: raise ValueError(f"load_state_dict: {k} has shape {v.shape}, file has {state_dict[k].shape}")
+    if v.shape != state_dict[k].shape: raise ArgumentError(f"load_state_dict: {k} has shape {v.shape}, file has {state_dict[k].shape}")
     v.replace(state_dict[k].to(v.device).cast(v.dtype)).realize()
 
 # %% ../../nbs/10b_state.ipynb #92fd7bc8
@@ -90,7 +91,8 @@ _TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float
 
 def torch_load(fn: str, device: str | None = None) -> dict[str, Tensor]:
   "The state dict of a torch checkpoint (torch.save's zip format), read with zipfile and pickle: no torch needed."
-  if not zipfile.is_zipfile(fn): raise ValueError(f"torch_load: {fn} is not a zip file (torch.save before torch 1.6?): re-save it with a newer torch")
+  if not zipfile.is_zipfile(fn):
+    raise ArgumentError(f"torch_load: {fn} is not a zip file (torch.save before torch 1.6?): re-save it with a newer torch")
   with zipfile.ZipFile(fn) as z:
     pkl = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
     root = pkl[:-len("data.pkl")]

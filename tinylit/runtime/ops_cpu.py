@@ -51,7 +51,8 @@ class CPUProgram:
     os.unlink(f.name)  # the loaded library stays mapped; the file is no longer needed
     self.fxn = getattr(self.lib, name)
   def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
-    args = [ctypes.c_void_p(b.ctypes.data) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    # a numpy array's address: through ctypes' buffer protocol, several times faster than `b.ctypes.data`
+    args = [ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs] + [ctypes.c_int32(v) for v in vals]
     if not global_size or global_size[0] == 1: return self.fxn(*args)
     if CPUProgram.pool is None: CPUProgram.pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="tinylit-cpu")
     others = [CPUProgram.pool.submit(self.fxn, *args, ctypes.c_int32(i)) for i in range(1, global_size[0])]

@@ -20,8 +20,8 @@ class PythonCompiler(Compiler):
 
 # %% ../../nbs/08d_python.ipynb #ff286b7a
 class PythonProgram:
-  """Runs the linear UOps. Every thread of the kernel (each element of its global, local and group ranges) is a lane
-  of numpy arrays, so one op runs for all of them at once; loops are Python loops. A vector adds a last axis."""
+  """Runs the linear UOps. Every thread of the kernel (each combination of its SPECIALs' values) is a lane of numpy
+  arrays, so one op runs for all of them at once; loops (RANGEs) are Python loops. A vector adds a last axis."""
   def __init__(self, name: str, lib: bytes):
     self.name, self.uops = name, parse_python_program(lib.decode())
     self.loop_end = {}  # RANGE position -> its ENDRANGE position
@@ -29,6 +29,14 @@ class PythonProgram:
     self.param_of = {n: i for i, n in enumerate(sorted(arg for op, _, _, arg in self.uops if op is Ops.DEFINE_GLOBAL))}
     for i, (op, _, srcs, _) in enumerate(self.uops):
       if op is Ops.ENDRANGE: self.loop_end[srcs[0]] = i
+
+  @staticmethod
+  def _bitcast(x: np.ndarray, src_dt, dt) -> np.ndarray:
+    """BITCAST: the same bytes read as `dt`, numpy's `view`. A bfloat16 is held as the float32 it is, whose top half
+    is its bits (exactly: no rounding, which would quiet a signaling NaN)."""
+    bits = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16) if src_dt == dtypes.bfloat16 else x.astype(src_dt.np)
+    out = bits.view(dt.np_storage)
+    return bf16_to_float(out) if dt == dtypes.bfloat16 else out
 
   def _check(self, kind: str, size: int, idx, valid) -> None:
     bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= size)
@@ -53,14 +61,15 @@ class PythonProgram:
     var_val = {name: val for name, val in zip(var_names, vals)}
     # a range's end is a constant, except for a loop of symbolic size, whose end is computed when the loop starts
     ends = {i: uops[uops[i][2][0]][3] for i, (op, *_) in enumerate(uops) if op is Ops.RANGE and uops[uops[i][2][0]][0] is Ops.CONST}
-    # one lane per thread: per element of the global, local and group ranges
-    lane_rngs = [i for i, (op, _, _, arg) in enumerate(uops) if op is Ops.RANGE and arg[1] in ("global", "local", "group") and i in ends]
-    lanes = np.indices([ends[i] for i in lane_rngs]).reshape(len(lane_rngs), -1) if lane_rngs else np.zeros((0, 1), dtype=np.int32)
-    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(lane_rngs)}
-    glob = [k for k, pos in enumerate(lane_rngs) if uops[pos][3][1] == "global"]
+    # one lane per thread: per combination of the thread coordinates (SPECIAL, arg (name, size)) chapter 6 wrote
+    specials = [i for i, (op, *_) in enumerate(uops) if op is Ops.SPECIAL]
+    sizes = [uops[i][3][1] for i in specials]
+    lanes = np.indices(sizes).reshape(len(specials), -1) if specials else np.zeros((0, 1), dtype=np.int32)
+    lane_of = {pos: lanes[k].astype(np.int32) for k, pos in enumerate(specials)}
+    glob = [k for k, pos in enumerate(specials) if uops[pos][3][0][0] == "g"]
     # the workgroup each lane is in, for memory shared by a workgroup (DEFINE_LOCAL)
-    block = np.ravel_multi_index(lanes[glob], [ends[lane_rngs[k]] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
-    nblocks = int(np.prod([ends[lane_rngs[k]] for k in glob])) if glob else 1
+    block = np.ravel_multi_index(lanes[glob], [sizes[k] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
+    nblocks = int(np.prod([sizes[k] for k in glob])) if glob else 1
     v: list = [None] * len(uops)
     pc = 0
     with np.errstate(all="ignore"):
@@ -75,21 +84,18 @@ class PythonProgram:
         elif op is Ops.DEFINE_VAR:
           if not arg[1] <= var_val[arg[0]] <= arg[2]: raise ValueError(f"{self.name}: {arg[0]}={var_val[arg[0]]} is outside [{arg[1]}, {arg[2]}]")
           v[pc] = np.int32(var_val[arg[0]])
+        elif op is Ops.SPECIAL: v[pc] = lane_of[pc]
         elif op is Ops.RANGE:
-          if pc in lane_of: v[pc] = lane_of[pc]
-          else:
-            if pc not in ends or uops[srcs[0]][0] is not Ops.CONST: ends[pc] = int(v[srcs[0]])
-            v[pc] = np.int32(0)
-            if ends[pc] <= 0:
-              pc = self.loop_end[pc] + 1
-              continue
+          if pc not in ends or uops[srcs[0]][0] is not Ops.CONST: ends[pc] = int(v[srcs[0]])
+          v[pc] = np.int32(0)
+          if ends[pc] <= 0:
+            pc = self.loop_end[pc] + 1
+            continue
         elif op is Ops.ENDRANGE:
-          rng = srcs[0]
-          if rng not in lane_of:
-            v[rng] = np.int32(v[rng] + 1)
-            if v[rng] < ends[rng]:
-              pc = rng + 1
-              continue
+          v[srcs[0]] = np.int32(v[srcs[0]] + 1)
+          if v[srcs[0]] < ends[srcs[0]]:
+            pc = srcs[0] + 1
+            continue
         elif op is Ops.BARRIER: pass  # every lane runs each op before any lane runs the next: they are always in step
         elif op is Ops.INDEX: v[pc] = (v[srcs[0]], v[srcs[1]], v[srcs[2]] if len(srcs) == 3 else np.bool_(True))
         elif op is Ops.LOAD:
@@ -110,6 +116,7 @@ class PythonProgram:
           v[pc] = np.stack(parts, axis=-1)
         elif op is Ops.GEP: v[pc] = np.asarray(v[srcs[0]])[..., arg]
         elif op is Ops.CAST: v[pc] = np.asarray(exec_alu(Ops.CAST, dtype, [v[srcs[0]]]), dtype=dtype.scalar().np)
+        elif op is Ops.BITCAST: v[pc] = self._bitcast(np.asarray(v[srcs[0]]), uops[srcs[0]][1].scalar(), dtype.scalar())
         elif op in GroupOp.ALU: v[pc] = np.asarray(exec_alu(op, dtype, [v[s] for s in srcs]), dtype=dtype.scalar().np)
         else: raise NotImplementedError(f"PYTHON device can't run {op}")
         pc += 1
