@@ -4,14 +4,16 @@
 
 # %% ../../nbs/08a_cpu.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, os, platform, subprocess, tempfile
+import ctypes, functools, os, platform, subprocess, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
+import numpy as np
 from ..device import Compiled, Compiler, Allocator
 from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['ClangCompiler', 'CPUProgram', 'CPUAllocator', 'CPUDevice']
+__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'native_macros', 'vector_bits', 'full_rate_vector_width',
+           'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -57,11 +59,110 @@ class CPUProgram:
     self.fxn(*args, ctypes.c_int32(0))
     for f in others: f.result()
 
+# %% ../../nbs/08a_cpu.ipynb #389693d5
+@functools.cache
+def native_macros() -> frozenset[str]:
+  "The names of the macros `cc -march=native` predefines: the instruction sets the kernels are compiled for."
+  try: out = subprocess.run([os.getenv("CC", "cc"), "-march=native", "-dM", "-E", "-x", "c", os.devnull],
+                            capture_output=True, text=True, check=True).stdout
+  except (OSError, subprocess.CalledProcessError): return frozenset()
+  return frozenset(line.split()[1] for line in out.splitlines() if line.startswith("#define "))
+
+def _cpu_family() -> tuple[str, int]:
+  "The CPU's vendor and family from /proc/cpuinfo, e.g. ('AuthenticAMD', 26) for Zen 5; ('', 0) where there is none."
+  info = {}
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() in ("vendor_id", "cpu family"): info.setdefault(key.strip(), value.strip())
+  except OSError: pass
+  family = info.get("cpu family", "0")
+  return info.get("vendor_id", ""), int(family) if family.isdigit() else 0
+
+def vector_bits(macros: frozenset[str] | set[str]) -> int:
+  "The widest vector registers these compiler macros promise: 512 (AVX-512), 256 (AVX), 128 (SSE2, NEON), else 0."
+  if "__AVX512F__" in macros: return 512
+  if "__AVX__" in macros: return 256
+  return 128 if "__SSE2__" in macros or "__ARM_NEON" in macros else 0
+
+def full_rate_vector_width(macros: frozenset[str] | set[str], vendor: str = "", family: int = 0) -> int | None:
+  """How many floats a kernel's vectors should hold on a CPU with these macros, vendor and family: its widest
+  registers, but 8 on AMD's Zen 4 (family 25), which splits every 512-bit op in two. None: no vector set known."""
+  bits = vector_bits(macros)
+  if bits == 512 and vendor == "AuthenticAMD" and family == 25: bits = 256
+  return bits // 32 or None
+
+def cpu_vector_width() -> int:
+  "The CPU device's vector width in floats: `CPU_VECTOR_WIDTH` if set, else this CPU's full-rate width (16 if unknown)."
+  if forced := getenv("CPU_VECTOR_WIDTH"):
+    if forced not in ClangRenderer.vector_widths:
+      raise ValueError(f"CPU_VECTOR_WIDTH={forced}: the C renderer writes vectors of {ClangRenderer.vector_widths} floats")
+    return forced
+  return full_rate_vector_width(native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
+
+# %% ../../nbs/08a_cpu.ipynb #ff14038d
+# (register bits, the macro it needs, C vector type, broadcast, fused multiply-add x*y + acc, store, header)
+_FMA_ISA = [
+  (512, "__AVX512F__", "__m512", "_mm512_set1_ps", "_mm512_fmadd_ps({x}, {y}, {acc})", "_mm512_storeu_ps", "immintrin.h"),
+  (256, "__FMA__", "__m256", "_mm256_set1_ps", "_mm256_fmadd_ps({x}, {y}, {acc})", "_mm256_storeu_ps", "immintrin.h"),
+  (128, "__FMA__", "__m128", "_mm_set1_ps", "_mm_fmadd_ps({x}, {y}, {acc})", "_mm_storeu_ps", "immintrin.h"),
+  (128, "__ARM_NEON", "float32x4_t", "vdupq_n_f32", "vfmaq_f32({acc}, {x}, {y})", "vst1q_f32", "arm_neon.h"),
+]
+FMA_CHAINS = 12   # more than an FMA's latency times the units that run it (4 cycles x 2), and few enough for 16 registers
+
+def fma_source(bits: int, macros: frozenset[str] | set[str] | None = None) -> str | None:
+  """C for `fma_peak(out, iters, core_id)`: `iters` rounds of FMA_CHAINS independent FMAs on `bits`-bit vectors, then
+  one store; None if the CPU with these macros (default: this one's) has no such FMA."""
+  macros = native_macros() if macros is None else macros
+  isa = next((isa for isa in _FMA_ISA if isa[0] == bits and isa[1] in macros), None)
+  if isa is None: return None
+  vtype, bcast, fma, store, header = isa[2:]
+  init = "\n".join(f"  {vtype} acc{i} = {bcast}(core_id + {i}.0f);" for i in range(FMA_CHAINS))
+  # acc = acc * y + z: each chain waits only for itself, and converges (no overflow, no denormals to slow it)
+  body = "\n".join(f"    acc{i} = {fma.format(acc='z', x=f'acc{i}', y='y')};" for i in range(FMA_CHAINS))
+  total = " + ".join(f"acc{i}" for i in range(FMA_CHAINS))
+  return f"""#include <{header}>
+void fma_peak(float* restrict out, int iters, int core_id) {{
+{init}
+  {vtype} y = {bcast}(0.999999f), z = {bcast}(1e-6f);
+  for (int i = 0; i < iters; i++) {{
+{body}
+  }}
+  {store}(out + core_id * {bits // 32}, {total});
+}}"""
+
+def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float = 0.002, runs: int = 20) -> float | None:
+  """GFLOPS of `fma_source(bits)` (default: the widest vectors the compiler targets) on `cores` threads (default: all),
+  the best of `runs` runs of about `seconds` each: short runs, so that on a busy machine some find every core free.
+  None where this CPU has no FMA of that width."""
+  bits = bits or vector_bits(native_macros())
+  if (src := fma_source(bits)) is None: return None
+  cores = cores or os.cpu_count() or 1
+  prg = CPUProgram("fma_peak", ClangCompiler().compile(src))
+  out = np.zeros(cores * bits // 32, np.float32)
+  def run(iters: int, threads: int) -> float:
+    st = time.perf_counter()
+    if threads == 1: prg.fxn(ctypes.c_void_p(out.ctypes.data), ctypes.c_int32(iters), ctypes.c_int32(0))  # no thread axis
+    else: prg(out, global_size=(threads, 1, 1), vals=(iters,))
+    return time.perf_counter() - st
+  # grow the loop until a run takes `seconds`, on this thread alone: waking the other threads can take longer than the
+  # work on a busy machine, and would stop the loop short
+  iters = 1000
+  while (secs := min(run(iters, 1) for _ in range(3))) < seconds / 4: iters *= 4
+  iters = max(iters, int(iters * seconds / secs))
+  return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters, cores) for _ in range(runs)) / 1e9
+
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
   "CPU memory is a numpy byte array; its address goes to the kernel."
 
 # %% ../../nbs/08a_cpu.ipynb #f1d819e6
 class CPUDevice(Compiled):
+  "The CPU: C kernels whose vectors hold `vector_width` floats (`cpu_vector_width`), run on a pool of threads."
   def __init__(self, device: str):
-    super().__init__(device, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)
+    self.vector_width = cpu_vector_width()
+    renderer = ClangRenderer()
+    # chapter 6b's rules take the widest vector the renderer offers: offer none wider than the CPU runs at full speed
+    renderer.vector_widths = tuple(w for w in ClangRenderer.vector_widths if w <= self.vector_width)
+    super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)
