@@ -101,12 +101,16 @@ def test_padto_explains_what_is_wrong():
   assert [o.op for o in k.applied_opts] == [OptOps.PADTO, OptOps.UPCAST] and k.full_shape == (67, 5, 53, 16)
 
 # the random part: kernels of odd sizes, a PADTO or two first, then the usual opts
+def _rand(d, r, shape, ints=False):
+  a = r.integers(-9, 9, shape).astype(np.int32) if ints else r.standard_normal(shape).astype(np.float32)
+  return Tensor(a, device=d)
+
 ODD = {
-  "matmul": lambda d, r: Tensor(r.standard_normal((23, 19)).astype(np.float32), device=d) @ Tensor(r.standard_normal((19, 29)).astype(np.float32), device=d),
-  "matmul_T": lambda d, r: Tensor(r.standard_normal((13, 37)).astype(np.float32), device=d) @ Tensor(r.standard_normal((11, 37)).astype(np.float32), device=d).T,
-  "sum_then_ew": lambda d, r: (Tensor(r.standard_normal((19, 33)).astype(np.float32), device=d).sum(1) * 2).exp(),
-  "gelu_tail": lambda d, r: (Tensor(r.standard_normal((17, 13)).astype(np.float32), device=d) @ Tensor(r.standard_normal((13, 35)).astype(np.float32), device=d)).gelu(),
-  "int_sum": lambda d, r: Tensor(r.integers(-9, 9, (21, 37)).astype(np.int32), device=d).sum(0),
+  "matmul": lambda d, r: _rand(d, r, (23, 19)) @ _rand(d, r, (19, 29)),
+  "matmul_T": lambda d, r: _rand(d, r, (13, 37)) @ _rand(d, r, (11, 37)).T,
+  "sum_then_ew": lambda d, r: (_rand(d, r, (19, 33)).sum(1) * 2).exp(),
+  "gelu_tail": lambda d, r: (_rand(d, r, (17, 13)) @ _rand(d, r, (13, 35))).gelu(),
+  "int_sum": lambda d, r: _rand(d, r, (21, 37), ints=True).sum(0),
 }
 PADS = [Opt(OptOps.PADTO, axis, amt) for amt in (2, 4, 8, 16) for axis in range(3)]
 
