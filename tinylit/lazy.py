@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 from .dtype import DType, dtypes
 from .helpers import all_int, prod
-from .ops import Ops, GroupOp, UOp, exec_alu
+from .ops import Ops, GroupOp, MathTrait, UOp, exec_alu
 from .shapetracker import ShapeTracker
 from .device import Buffer
 
@@ -48,9 +48,10 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   return ret
 
 # %% ../nbs/02_lazy.ipynb #bb228d6d
-class LazyBuffer:
+class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
-  a ShapeTracker onto a base. Movement ops make views; everything else makes a new base."""
+  a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
+  (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
