@@ -221,7 +221,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
   intermediate buffers sharing memory where their lifetimes allow (`memory_planner`, at the end of this chapter)."""
   scheduler = Scheduler()
-  for out in outs: scheduler.schedule_base(out.base)
+  for out in outs:   # a constant needs no kernel: it stays one number until realized (chapter 1)
+    if not out.is_unrealized_const(): scheduler.schedule_base(out.base)
   schedule = scheduler.schedule
   del scheduler   # its index of scheduled bases refers to each of them: the planner must not count that as a holder
   schedule = memory_planner(schedule, outs)

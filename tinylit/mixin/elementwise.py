@@ -101,6 +101,12 @@ class ArithmeticMethods:
     if dtypes.is_int(base.dtype) and dtypes.is_int(exponent.dtype):
       return base.cast(dtypes.float32).pow(exponent.cast(dtypes.float32)).round().cast(base.dtype)
     if not dtypes.is_float(base.dtype): base, exponent = base.float(), exponent.float()
+    # x**0 and 1**x are 1, x**1 is x, known without a kernel where the exponent or the base is a constant (chapter 2's
+    # folding makes x*0+1 a constant; the gradient to x through it is 0)
+    e, b = (t.lazydata.const_arg if t.lazydata.is_unrealized_unmasked_const() and not t.requires_grad else None
+            for t in (exponent, base))
+    if e == 1: return base
+    if e == 0 or (b == 1 and not exponent.requires_grad): return base * 0 + 1
     zero = (base == 0).detach()
     magnitude = (exponent * zero.where(1, base).abs().log()).exp()          # |b|**e, with 0 kept out of the log
     whole = exponent == exponent.trunc()
