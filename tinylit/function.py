@@ -48,7 +48,8 @@ class Function:
 
 # %% ../nbs/01b_function.ipynb #602a1619
 class Neg(Function):
-  def forward(self, x: LazyBuffer) -> LazyBuffer: return -x
+  # one NEG op, C's unary minus, for every dtype (`-x` on an int LazyBuffer would record x*-1, MathTrait's rule for ints)
+  def forward(self, x: LazyBuffer) -> LazyBuffer: return x.alu(Ops.NEG)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return -grad
 
 # %% ../nbs/01b_function.ipynb #2553741f

@@ -54,7 +54,8 @@ class CreationMixin:
     if step == 0: raise ArgumentError("arange: step must not be 0")
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     if isinstance(start, UOp) or isinstance(stop, UOp): return cls._symbolic_arange(start, stop, step, dtype, **kwargs)
-    if not all(math.isfinite(x) for x in (start, stop, step)): raise ArgumentError(f"arange: bounds and step must be finite, got {(start, stop, step)}")
+    if not all(math.isfinite(x) for x in (start, stop, step)):
+      raise ArgumentError(f"arange: bounds and step must be finite, got {(start, stop, step)}")
     _check_size((n := max(0, math.ceil((stop - start) / step)),), "arange")
     dtype, requires_grad = to_dtype(dtype), kwargs.pop("requires_grad", None)
     # as numpy: start + i*step, computed in the dtype (in floats where an int dtype has a fractional step or start)
