@@ -66,13 +66,16 @@ class CreationMixin:
   @classmethod
   def _positions(cls, n: int, **kwargs) -> Tensor:
     """0, 1, ..., n-1 (int32) as a lazy graph of constants, no kernel of its own: position i is the sum of its binary
-    digits, and digit b of every position is one padded constant [0, 2**b] laid along an axis of size 2. So
-    (2, 2, ..., 2) sums of log2(n) padded constants, read in order and cut to n, fuse into whatever reads them."""
+    digits, and digit b of every position is one padded constant [0, 2**b] laid along an axis of size 2 of a
+    (2, 2, ..., 2) view, read in order and cut to n. The log2(n) views add up to the positions, and fuse into
+    whatever reads them."""
     if n <= 1: return cls.zeros(n, dtype=dtypes.int32, **kwargs)
     bits = (n - 1).bit_length()
-    digits = [cls.full((1,), 2 ** b, dtype=dtypes.int32, **kwargs).pad(((1, 0),))   # [0, 2**b]
-              .reshape(tuple(2 if axis == bits - 1 - b else 1 for axis in range(bits))).expand((2,) * bits) for b in range(bits)]
-    return functools.reduce(lambda a, b: a + b, digits).reshape(2 ** bits).shrink(((0, n),))
+    def digit(b: int) -> Tensor:   # 2**b where bit b of the position is set, else 0
+      place = cls.full((1,), 2 ** b, dtype=dtypes.int32, **kwargs).pad(((1, 0),))   # [0, 2**b]
+      axes = tuple(2 if axis == bits - 1 - b else 1 for axis in range(bits))
+      return place.reshape(axes).expand((2,) * bits).reshape(2 ** bits).shrink(((0, n),))
+    return functools.reduce(lambda a, b: a + b, [digit(b) for b in range(bits)])
   @classmethod
   def _symbolic_arange(cls, start, stop, step, dtype, **kwargs) -> Tensor:
     """arange with a Variable in it: 0, 1, 2... (a shrunk view of the longest such range when the length itself is
