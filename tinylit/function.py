@@ -12,10 +12,10 @@ from .lazy import LazyBuffer
 from .shapetracker import ShapeTracker
 
 # %% auto #0
-__all__ = ['Function', 'Neg', 'Contiguous', 'ContiguousBackward', 'Cast', 'Reciprocal', 'Sin', 'Relu', 'Log', 'Exp', 'Sqrt',
-           'Sigmoid', 'Sign', 'Less', 'Neq', 'Xor', 'BitwiseAnd', 'BitwiseOr', 'IDiv', 'Mod', 'Shl', 'Shr', 'Add',
-           'Mul', 'Div', 'Maximum', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape', 'Permute', 'Pad', 'Shrink',
-           'Flip']
+__all__ = ['NO_GRADIENT_OPS', 'Less', 'Neq', 'Xor', 'BitwiseAnd', 'BitwiseOr', 'IDiv', 'Mod', 'Shl', 'Shr', 'Function', 'Neg',
+           'Contiguous', 'ContiguousBackward', 'Cast', 'Reciprocal', 'Sin', 'Relu', 'Log', 'Exp', 'Sqrt', 'Sigmoid',
+           'Sign', 'NoGradientOp', 'Add', 'Mul', 'Div', 'Maximum', 'Where', 'Sum', 'Prod', 'Max', 'Expand', 'Reshape',
+           'Permute', 'Pad', 'Shrink', 'Flip']
 
 # %% ../nbs/01b_function.ipynb #6ad0308e
 class Function:
@@ -48,8 +48,9 @@ class Function:
 
 # %% ../nbs/01b_function.ipynb #602a1619
 class Neg(Function):
+  # one NEG op, C's unary minus, for every dtype (`-x` on an int LazyBuffer would record x*-1, MathTrait's rule for ints)
   def forward(self, x: LazyBuffer) -> LazyBuffer: return x.alu(Ops.NEG)
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.NEG)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return -grad
 
 # %% ../nbs/01b_function.ipynb #2553741f
 # ---- unary
@@ -74,111 +75,82 @@ class Cast(Function):
 # %% ../nbs/01b_function.ipynb #53a01ea2
 class Reciprocal(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.alu(Ops.RECIP)
+    self.ret = x.reciprocal()
     return self.ret
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d(1/x) = -1/x^2
-    return grad.alu(Ops.NEG).alu(Ops.MUL, self.ret).alu(Ops.MUL, self.ret)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return -grad * self.ret * self.ret   # d(1/x) = -1/x^2
 
 # %% ../nbs/01b_function.ipynb #33ea22e2
 class Sin(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     self.x = x
-    return x.alu(Ops.SIN)
+    return x.sin()
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
     # cos(x) = 1 - 2*sin(x/2)^2. Not sin(pi/2 - x): for a large x, pi/2 - x rounds away the digits that matter
-    half = self.x.alu(Ops.MUL, self.x.const_like(0.5)).alu(Ops.SIN)
-    cos = self.x.const_like(1).alu(Ops.ADD, half.alu(Ops.MUL, half).alu(Ops.MUL, self.x.const_like(-2)))
-    return cos.alu(Ops.MUL, grad)
+    half = (self.x * 0.5).sin()
+    return (1 - half * half * 2) * grad
 
 # %% ../nbs/01b_function.ipynb #79359160
 class Relu(Function):
   "max(x, 0), written `x < 0 ? 0 : x` so that a NaN, for which every comparison is false, passes through (as in torch)."
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.alu(Ops.CMPLT, x.const_like(0)).alu(Ops.WHERE, x.const_like(0), x)
+    self.ret = (x < 0).where(0, x)
     return self.ret
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
     # the output is 0, positive or NaN; torch lets the gradient through everywhere but at 0
-    return self.ret.alu(Ops.CMPNE, self.ret.const_like(0)).alu(Ops.WHERE, grad, grad.const_like(0))
+    return self.ret.ne(0).where(grad, 0)
 
 # %% ../nbs/01b_function.ipynb #e67c0ec4
 class Log(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
     self.x = x
-    return x.alu(Ops.LOG2).alu(Ops.MUL, x.const_like(math.log(2)))
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.FDIV, self.x)
+    return x.log2() * math.log(2)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad / self.x
 
 # %% ../nbs/01b_function.ipynb #a7e4ab42
 class Exp(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.alu(Ops.MUL, x.const_like(1 / math.log(2))).alu(Ops.EXP2)
+    self.ret = (x * (1 / math.log(2))).exp2()
     return self.ret
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return self.ret.alu(Ops.MUL, grad)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return self.ret * grad
 
 # %% ../nbs/01b_function.ipynb #1b8528b0
 class Sqrt(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.alu(Ops.SQRT)
+    self.ret = x.sqrt()
     return self.ret
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.alu(Ops.FDIV, self.ret.alu(Ops.MUL, self.ret.const_like(2)))
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad / (self.ret * 2)
 
 # %% ../nbs/01b_function.ipynb #4df49bf2
 class Sigmoid(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    e = x.alu(Ops.MUL, x.const_like(-1 / math.log(2))).alu(Ops.EXP2)
-    self.ret = x.const_like(1).alu(Ops.ADD, e).alu(Ops.RECIP)
+    self.ret = (1 + (x * (-1 / math.log(2))).exp2()).reciprocal()
     return self.ret
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    return self.ret.alu(Ops.MUL, self.ret.const_like(1).alu(Ops.ADD, self.ret.alu(Ops.NEG))).alu(Ops.MUL, grad)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return self.ret * (1 - self.ret) * grad
 
 # %% ../nbs/01b_function.ipynb #9bda152a
 class Sign(Function):
   "-1, 0 or 1; NaN stays NaN (`x != x` is true only for NaN)."
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    zero = x.const_like(0)
-    sign = x.alu(Ops.CMPNE, zero).alu(Ops.WHERE, x.alu(Ops.CMPLT, zero).alu(Ops.WHERE, x.const_like(-1), x.const_like(1)), zero)
-    return x.alu(Ops.CMPNE, x).alu(Ops.WHERE, x, sign)
+    sign = x.ne(0).where((x < 0).where(x.const_like(-1), 1), 0)
+    return x.ne(x).where(x, sign)
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.const_like(0)
 
 # %% ../nbs/01b_function.ipynb #78457cbc
-# ---- binary and ternary; comparisons and bitwise ops have no gradient
-class Less(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.CMPLT, y)
+# ---- binary and ternary; comparisons, bitwise and integer ops have no gradient, and each is one op: one class serves
+class NoGradientOp(Function):
+  "One elementwise op (`op`, set by the table below) with no gradient: a comparison, a bitwise or an integer op."
+  op: Ops
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(self.op, y)
 
-# %% ../nbs/01b_function.ipynb #87caa110
-class Neq(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.CMPNE, y)
-
-# %% ../nbs/01b_function.ipynb #566dce76
-class Xor(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.XOR, y)
-
-# %% ../nbs/01b_function.ipynb #6479dd5d
-class BitwiseAnd(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.AND, y)
-
-# %% ../nbs/01b_function.ipynb #1f3dce32
-class BitwiseOr(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.OR, y)
-
-# %% ../nbs/01b_function.ipynb #393ee75a
-class IDiv(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.IDIV, y)
-
-# %% ../nbs/01b_function.ipynb #28596f0e
-class Mod(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.MOD, y)
-
-# %% ../nbs/01b_function.ipynb #241e0b3b
-class Shl(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.SHL, y)
-
-# %% ../nbs/01b_function.ipynb #1d6cc42f
-class Shr(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.SHR, y)
+# tinygrad's class names, so that the Tensor methods (chapter 1f) call `Less.apply`, `IDiv.apply`, ...
+NO_GRADIENT_OPS = {"Less": Ops.CMPLT, "Neq": Ops.CMPNE, "Xor": Ops.XOR, "BitwiseAnd": Ops.AND, "BitwiseOr": Ops.OR,
+                   "IDiv": Ops.IDIV, "Mod": Ops.MOD, "Shl": Ops.SHL, "Shr": Ops.SHR}
+Less, Neq, Xor, BitwiseAnd, BitwiseOr, IDiv, Mod, Shl, Shr = (
+  type(name, (NoGradientOp,), {"op": op, "__module__": __name__}) for name, op in NO_GRADIENT_OPS.items())
 
 # %% ../nbs/01b_function.ipynb #2cd5c118
 class Add(Function):
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.alu(Ops.ADD, y)
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x + y
   def backward(self, grad: LazyBuffer):
     return grad if self.needs_input_grad[0] else None, grad if self.needs_input_grad[1] else None
 
@@ -186,41 +158,39 @@ class Add(Function):
 class Mul(Function):
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
     self.x, self.y = x, y
-    return x.alu(Ops.MUL, y)
+    return x * y
   def backward(self, grad: LazyBuffer):
-    return (self.y.alu(Ops.MUL, grad) if self.needs_input_grad[0] else None,
-            self.x.alu(Ops.MUL, grad) if self.needs_input_grad[1] else None)
+    return (self.y * grad if self.needs_input_grad[0] else None,
+            self.x * grad if self.needs_input_grad[1] else None)
 
 # %% ../nbs/01b_function.ipynb #d1v1de01
 class Div(Function):
   "True division of floats, one correctly rounded FDIV: x * (1/y) would round twice (5/3 comes out 1 ulp high)."
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
-    self.y, self.ret = y, x.alu(Ops.FDIV, y)
+    self.y, self.ret = y, x / y
     return self.ret
   def backward(self, grad: LazyBuffer):   # d(x/y) = dx/y - (x/y)·dy/y
-    return (grad.alu(Ops.FDIV, self.y) if self.needs_input_grad[0] else None,
-            grad.alu(Ops.MUL, self.ret).alu(Ops.NEG).alu(Ops.FDIV, self.y) if self.needs_input_grad[1] else None)
+    return (grad / self.y if self.needs_input_grad[0] else None,
+            -(grad * self.ret) / self.y if self.needs_input_grad[1] else None)
 
 class Maximum(Function):
   "Elementwise max, one MAX op (a NaN on either side wins: the renderer's rule); where x == y each gets half the gradient."
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
     self.x, self.y = x, y
-    return x.alu(Ops.MAX, y)
+    return x.maximum(y)
   def backward(self, grad: LazyBuffer):
-    half, zero = grad.alu(Ops.MUL, grad.const_like(0.5)), grad.const_like(0)
-    tie = self.x.alu(Ops.CMPNE, self.y).alu(Ops.WHERE, zero, half)   # a NaN is unequal to all: no gradient there
-    return (self.y.alu(Ops.CMPLT, self.x).alu(Ops.WHERE, grad, tie) if self.needs_input_grad[0] else None,
-            self.x.alu(Ops.CMPLT, self.y).alu(Ops.WHERE, grad, tie) if self.needs_input_grad[1] else None)
+    tie = self.x.ne(self.y).where(0, grad * 0.5)   # a NaN is unequal to all: no gradient there
+    return ((self.y < self.x).where(grad, tie) if self.needs_input_grad[0] else None,
+            (self.x < self.y).where(grad, tie) if self.needs_input_grad[1] else None)
 
 # %% ../nbs/01b_function.ipynb #20313cf9
 class Where(Function):
   def forward(self, cond: LazyBuffer, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
     self.cond = cond
-    return cond.alu(Ops.WHERE, x, y)
+    return cond.where(x, y)
   def backward(self, grad: LazyBuffer):
-    zero = grad.const_like(0)
-    return (None, self.cond.alu(Ops.WHERE, grad, zero) if self.needs_input_grad[1] else None,
-            self.cond.alu(Ops.WHERE, zero, grad) if self.needs_input_grad[2] else None)
+    return (None, self.cond.where(grad, 0) if self.needs_input_grad[1] else None,
+            self.cond.where(0, grad) if self.needs_input_grad[2] else None)
 
 # %% ../nbs/01b_function.ipynb #34074d26
 # ---- reductions
@@ -237,15 +207,13 @@ class Prod(Function):
     self.x, self.axis, self.ret = x, axis, x.r(Ops.MUL, axis)
     return self.ret
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    x, zero, one = self.x, self.x.const_like(0), self.x.const_like(1)
-    nonzero = x.alu(Ops.CMPNE, zero)
-    safe = nonzero.alu(Ops.WHERE, x, one)                      # zeros replaced by 1
+    x, nonzero = self.x, self.x.ne(0)
+    safe = nonzero.where(x, 1)                                 # zeros replaced by 1
     prod_safe = safe.r(Ops.MUL, self.axis).expand(x.shape)
-    n_zeros = nonzero.alu(Ops.WHERE, zero, one).r(Ops.ADD, self.axis).expand(x.shape)
+    n_zeros = nonzero.where(x.const_like(0), 1).r(Ops.ADD, self.axis).expand(x.shape)
     # no zero: ret/x.  one zero: that slot gets the product of the others, the rest 0.  more: all 0
-    one_zero = n_zeros.alu(Ops.CMPLT, x.const_like(2)).alu(Ops.WHERE, nonzero.alu(Ops.WHERE, zero, prod_safe), zero)
-    g = n_zeros.alu(Ops.CMPLT, one).alu(Ops.WHERE, prod_safe.alu(Ops.FDIV, safe), one_zero)
-    return g.alu(Ops.MUL, grad.expand(x.shape))
+    one_zero = (n_zeros < 2).where(nonzero.where(0, prod_safe), 0)
+    return (n_zeros < 1).where(prod_safe / safe, one_zero) * grad.expand(x.shape)
 
 # %% ../nbs/01b_function.ipynb #d6595f14
 class Max(Function):
@@ -257,10 +225,9 @@ class Max(Function):
     # ties are counted, and the gradient shared out, in the accumulation dtype: a count of halves stops at 2048.
     # Back to the input's shape first: every mask below has that shape
     wide = grad.cast(sum_acc_dtype(grad.dtype)).expand(self.x.shape)
-    not_max = self.x.alu(Ops.CMPNE, self.ret.expand(self.x.shape))
-    hits = not_max.alu(Ops.WHERE, wide.const_like(0), wide.const_like(1))
+    hits = self.x.ne(self.ret.expand(self.x.shape)).where(wide.const_like(0), 1)
     count = hits.r(Ops.ADD, self.axis).expand(self.x.shape)
-    return hits.alu(Ops.FDIV, count).alu(Ops.MUL, wide).cast(grad.dtype)
+    return (hits / count * wide).cast(grad.dtype)
 
 # %% ../nbs/01b_function.ipynb #d0c14f2d
 # ---- movement: the gradient undoes the movement

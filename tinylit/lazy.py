@@ -5,15 +5,16 @@
 # %% ../nbs/02_lazy.ipynb #4c9c37ae
 from __future__ import annotations
 import weakref
+import numpy as np
 from typing import Any
 from .dtype import DType, dtypes
 from .helpers import all_int, prod
-from .ops import Ops, GroupOp, UOp, exec_alu
+from .ops import Ops, GroupOp, MathTrait, UOp, exec_alu
 from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'create_lazybuffer', 'LazyBuffer']
+__all__ = ['lazycache', 'create_lazybuffer', 'fold_alu', 'fold_reduce', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -44,10 +45,39 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   ret.cache_key = key if cacheable else None
   return ret
 
+# %% ../nbs/02_lazy.ipynb #f01d0002
+def fold_alu(op: Ops, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer | None:
+  """The result of elementwise `op` on `srcs`, if it is known without a kernel: all constants (computed now, with C's
+  rules), or an identity: `x+0`, `x*1`, `x//1`, `x/1`, `x|0`, `x^0` are x; `x&0`, `x%1` and an integer `x*0` are 0. None:
+  a node must be recorded."""
+  x = srcs[0]
+  if all(s.is_unrealized_unmasked_const() for s in srcs):
+    return LazyBuffer.metaop(Ops.CONST, x.shape, out_dtype, x.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
+  if len(srcs) != 2 or not out_dtype == x.dtype == srcs[1].dtype: return None
+  def is_const(lb: LazyBuffer, value) -> bool: return lb.is_unrealized_unmasked_const() and lb.const_arg == value
+  y = srcs[1]
+  for a, b in ((x, y), (y, x)):   # these ops are commutative: the constant may be on either side
+    if op in (Ops.ADD, Ops.OR, Ops.XOR) and is_const(b, 0): return a
+    if op is Ops.MUL and is_const(b, 1): return a
+    # a float x * 0 is NaN where x is NaN or infinite (IEEE, torch, numpy): only integers fold (tinygrad v0.10 folds both)
+    if op in (Ops.MUL, Ops.AND) and is_const(b, 0) and not dtypes.is_float(a.dtype): return a.const_like(0)
+  if op in (Ops.IDIV, Ops.FDIV) and is_const(y, 1): return x
+  if op is Ops.MOD and dtypes.is_int(x.dtype) and is_const(y, 1): return x.const_like(0)   # so Python's x // 1 folds too
+  return None
+
+def fold_reduce(op: Ops, value, n: int, dtype: DType):
+  "What reducing `n` copies of the constant `value` with `op` gives in `dtype` (an int sum or product wraps, as C's would)."
+  if op is Ops.MAX: return value
+  if op is Ops.ADD: return exec_alu(Ops.MUL, dtype, [value, n])
+  if dtypes.is_int(dtype): return dtypes.as_const(pow(int(value), n, 2 ** (8 * dtype.itemsize)), dtype)
+  if dtype == dtypes.bool: return bool(value)
+  with np.errstate(all="ignore"): return dtypes.as_const(float(np.power(np.float64(value), n)), dtype)
+
 # %% ../nbs/02_lazy.ipynb #bb228d6d
-class LazyBuffer:
+class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
-  a ShapeTracker onto a base. Movement ops make views; everything else makes a new base."""
+  a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
+  (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
@@ -146,6 +176,11 @@ class LazyBuffer:
       return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.BITCAST, None, (self,))
     if self.is_unrealized_unmasked_const():
       return LazyBuffer.metaop(Ops.CONST, self.shape, dtype, self.device, exec_alu(Ops.CAST, dtype, [self.const_arg]))
+    # a padded constant: cast the one number, keep the view (its padding is 0, and a cast of 0 is 0). tinygrad's
+    # CAST_BEFORE_VIEW, which does this for a cast to a dtype no wider (tinylit: for constants only)
+    if self is not self.base and self.is_unrealized_const() and not isinstance(self.const_arg, UOp) and \
+       dtype.itemsize <= self.dtype.itemsize:
+      return self.base.cast(dtype)._view(self.st)
     return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, Ops.CAST, None, (self,))
   def contiguous(self) -> LazyBuffer:
     "A base holding these elements in row-major order; a no-op when this already is such a base."
@@ -173,13 +208,7 @@ class LazyBuffer:
     for s in srcs[1:]:
       if s.shape != self.shape: raise ValueError(f"{op.name}: shapes {[x.shape for x in srcs]} differ")
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[-1].dtype
-    # constant folding: all constants, or adding 0 / multiplying by 1
-    if all(s.is_unrealized_unmasked_const() for s in srcs):
-      return LazyBuffer.metaop(Ops.CONST, self.shape, out_dtype, self.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
-    if op in (Ops.ADD, Ops.MUL) and out_dtype == self.dtype == srcs[1].dtype:
-      neutral = 0 if op is Ops.ADD else 1
-      for a, b in ((srcs[0], srcs[1]), (srcs[1], srcs[0])):
-        if b.is_unrealized_unmasked_const() and b.const_arg == neutral: return a
+    if (folded := fold_alu(op, srcs, out_dtype)) is not None: return folded   # constant folding
     return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), out_dtype, op, None, srcs)
 
   def r(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer:
@@ -188,6 +217,9 @@ class LazyBuffer:
     if not axis or all(self.shape[a] == 1 for a in axis): return self
     if self.size == 0:  # reducing nothing gives the identity of the op
       return LazyBuffer.metaop(Ops.CONST, new_shape, self.dtype, self.device, {Ops.ADD: 0, Ops.MUL: 1}.get(op, dtypes.min(self.dtype)))
+    if self.is_unrealized_unmasked_const() and all_int(self.shape):   # a reduce of a constant is a constant
+      value = fold_reduce(op, self.const_arg, self.size // prod(new_shape), self.dtype)
+      return LazyBuffer.metaop(Ops.CONST, new_shape, self.dtype, self.device, value)
     if (split := self._split_reduce(op, axis)) is not None: return split
     return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, Ops.REDUCE_AXIS, (op, tuple(axis)), (self,))
 

@@ -11,7 +11,7 @@ import numpy as np
 from .dtype import DType, dtypes, truncate_bf16
 
 # %% auto #0
-__all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'UOp', 'render_symbolic',
+__all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'MathTrait', 'UOp', 'render_symbolic',
            'pretty_print', 'split_add', 'term_coefficient', 'build_sum', 'ssimplify', 'smax', 'smin', 'sym_infer',
            'resolve']
 
@@ -131,9 +131,93 @@ class UOpMetaClass(type):
     UOpMetaClass.ucache[key] = ret = super().__call__(op, dtype, src, arg)
     return ret
 
+# %% ../nbs/03_uop.ipynb #a7b1c002
+class MathTrait:
+  """Python's operators for every type that builds a graph of ops: `UOp` (here), `UPat` (chapter 5) and `LazyBuffer`
+  (chapter 2). A subclass supplies `alu(op, *srcs)` and `const_like(value)`; every operator is written from those two.
+  `==` and `!=` stay Python's identity (UOps and UPats are dict keys): `eq` and `ne` build the comparison."""
+  __slots__ = ()   # no fields of its own: UOp and UPat choose their own slots
+  def alu(self, op: Ops, *src): raise NotImplementedError(f"{type(self).__name__} has no alu")
+  def const_like(self, b): raise NotImplementedError(f"{type(self).__name__} has no const_like")
+  def ufix(self, x):
+    "A plain number becomes a constant that fits next to this node; a node stays itself."
+    return x if isinstance(x, MathTrait) else self.const_like(x)
+  def _binop(self, op: Ops, x, reverse: bool):
+    return self.ufix(x).alu(op, self) if reverse else self.alu(op, self.ufix(x))
+
+  # ---- arithmetic
+  def neg(self):
+    if not isinstance(dtype := getattr(self, "dtype", None), DType): raise TypeError(f"can't negate {self!r}: it has no single dtype")
+    # an integer is negated as x*-1: the symbolic rules (chapter 5a) then reason about one op, MUL, not two
+    return self.alu(Ops.MUL, self.const_like(-1)) if dtypes.is_int(dtype) else self.alu(Ops.NEG)
+  def add(self, x, reverse=False): return self._binop(Ops.ADD, x, reverse)
+  def sub(self, x, reverse=False):
+    if reverse: return self.ufix(x).alu(Ops.ADD, self.neg())
+    return self.alu(Ops.ADD, x.neg() if isinstance(x, MathTrait) else self.const_like(-x))
+  def mul(self, x, reverse=False): return self._binop(Ops.MUL, x, reverse)
+  def div(self, x, reverse=False): return self._binop(Ops.FDIV, x, reverse)   # true division: one rounding
+  def idiv(self, x, reverse=False): return self._binop(Ops.IDIV, x, reverse)  # C's: toward zero
+  def mod(self, x, reverse=False): return self._binop(Ops.MOD, x, reverse)
+  def bitwise_and(self, x, reverse=False): return self._binop(Ops.AND, x, reverse)
+  def bitwise_or(self, x, reverse=False): return self._binop(Ops.OR, x, reverse)
+  def xor(self, x, reverse=False): return self._binop(Ops.XOR, x, reverse)
+  def lshift(self, x, reverse=False): return self._binop(Ops.SHL, x, reverse)
+  def rshift(self, x, reverse=False): return self._binop(Ops.SHR, x, reverse)
+  def maximum(self, x): return self.alu(Ops.MAX, self.ufix(x))
+  def minimum(self, x): return self.neg().maximum(self.ufix(x).neg()).neg()
+  def reciprocal(self): return self.alu(Ops.RECIP)
+  def sqrt(self): return self.alu(Ops.SQRT)
+  def sin(self): return self.alu(Ops.SIN)
+  def log2(self): return self.alu(Ops.LOG2)
+  def exp2(self): return self.alu(Ops.EXP2)
+
+  # ---- comparisons build predicates (bool nodes)
+  def lt(self, x): return self.alu(Ops.CMPLT, self.ufix(x))
+  def gt(self, x): return self.ufix(x).alu(Ops.CMPLT, self)
+  def ne(self, x): return self.alu(Ops.CMPNE, self.ufix(x))
+  def logical_not(self): return self.ne(True)
+  def eq(self, x): return self.ne(x).logical_not()
+  def ge(self, x): return self.lt(x).logical_not()
+  def le(self, x): return self.gt(x).logical_not()
+  def where(self, x, y):
+    "`self ? x : y`, self a predicate; a plain number on one side becomes a constant like the other side."
+    if not isinstance(x, MathTrait) and not isinstance(y, MathTrait): raise TypeError(f"where: x={x!r} or y={y!r} must be a node")
+    x = x if isinstance(x, MathTrait) else y.const_like(x)
+    return self.alu(Ops.WHERE, x, x.ufix(y))
+
+  def __neg__(self): return self.neg()
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x, True)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x, True)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, True)
+  def __floordiv__(self, x): return self.idiv(x)
+  def __rfloordiv__(self, x): return self.idiv(x, True)
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, True)
+  def __and__(self, x): return self.bitwise_and(x)
+  def __rand__(self, x): return self.bitwise_and(x, True)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __ror__(self, x): return self.bitwise_or(x, True)
+  def __xor__(self, x): return self.xor(x)
+  def __rxor__(self, x): return self.xor(x, True)
+  def __lshift__(self, x): return self.lshift(x)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rshift__(self, x): return self.rshift(x)
+  def __rrshift__(self, x): return self.rshift(x, True)
+  def __lt__(self, x): return self.lt(x)
+  def __gt__(self, x): return self.gt(x)
+  def __le__(self, x): return self.le(x)
+  def __ge__(self, x): return self.ge(x)
+
+
 # %% ../nbs/03_uop.ipynb #327defc6
-class UOp(metaclass=UOpMetaClass):
-  "A node of the kernel IR: an op, the dtype it produces, its sources, and an op-specific argument."
+class UOp(MathTrait, metaclass=UOpMetaClass):
+  """A node of the kernel IR: an op, the dtype it produces, its sources, and an op-specific argument. Its Python operators
+  (`i*4 + j`, `idx < n`) come from `MathTrait`."""
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
   def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any):
     self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
@@ -194,33 +278,6 @@ class UOp(metaclass=UOpMetaClass):
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[-1].dtype
     return UOp(op, out_dtype, srcs)
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
-
-  # ---- Python operators build index arithmetic (ints) and predicates (bools)
-  def __add__(self, x): return self.alu(Ops.ADD, x)
-  def __radd__(self, x): return self.const_like(x).alu(Ops.ADD, self)
-  def __mul__(self, x): return self.alu(Ops.MUL, x)
-  def __rmul__(self, x): return self.const_like(x).alu(Ops.MUL, self)
-  def __neg__(self): return self.alu(Ops.MUL, -1) if dtypes.is_int(self.dtype) else self.alu(Ops.NEG)
-  def __sub__(self, x): return self + (-x if isinstance(x, UOp) else -x)
-  def __rsub__(self, x): return self.const_like(x) + (-self)
-  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
-  def __mod__(self, x): return self.alu(Ops.MOD, x)
-  def __and__(self, x): return self.alu(Ops.AND, x)
-  def __or__(self, x): return self.alu(Ops.OR, x)
-  def lt(self, x) -> UOp: return self.alu(Ops.CMPLT, x)
-  def gt(self, x) -> UOp: return self.const_like(x).alu(Ops.CMPLT, self)
-  def ge(self, x) -> UOp: return self.lt(x).logical_not()
-  def le(self, x) -> UOp: return self.gt(x).logical_not()
-  # `<` `>` `<=` `>=` build predicates, as in tinygrad; `==` and `!=` stay Python's identity (UOps are dict keys)
-  def __lt__(self, x): return self.lt(x)
-  def __gt__(self, x): return self.gt(x)
-  def __le__(self, x): return self.le(x)
-  def __ge__(self, x): return self.ge(x)
-  def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, x)
-  def logical_not(self) -> UOp: return self.ne(True)
-  def where(self, x, y) -> UOp:
-    x = x if isinstance(x, UOp) else (y.const_like(x) if isinstance(y, UOp) else UOp.const(dtypes.from_py(x), x))
-    return UOp(Ops.WHERE, x.dtype, (self, x, y if isinstance(y, UOp) else x.const_like(y)))
 
   # ---- symbolic: bounds of the value, for simplification
   @functools.cached_property

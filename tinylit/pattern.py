@@ -7,14 +7,13 @@ from __future__ import annotations
 import inspect, itertools
 from typing import Any, Callable
 from .dtype import DType
-from .ops import Ops
-from .ops import UOp
+from .ops import GroupOp, MathTrait, Ops, UOp
 
 # %% auto #0
 __all__ = ['UPat', 'PatternMatcher', 'graph_rewrite']
 
 # %% ../nbs/05_pattern.ipynb #529f5c37
-class UPat:
+class UPat(MathTrait):
   """A pattern over UOps. Fields left as None match anything; `name` binds the matched node.
   `src` as a tuple matches sources in order; as a list, in any order (for commutative ops)."""
   __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len")
@@ -34,16 +33,11 @@ class UPat:
   def __repr__(self):
     return f"UPat({self.op}, {self.dtype}, name={self.name!r}, arg={self.arg!r}, src={self.src!r})"
 
-  # operators build patterns the way UOp operators build graphs; commutative ones match either order
+  # MathTrait's operators (chapter 3) build patterns the way they build UOps; a commutative op matches either order
+  def const_like(self, b) -> UPat: return UPat(Ops.CONST, arg=b)
   def alu(self, op: Ops, *src) -> UPat:
-    srcs = [self, *[s if isinstance(s, UPat) else UPat(Ops.CONST, arg=s) for s in src]]
-    from tinylit.ops import GroupOp
+    srcs = [self, *[self.ufix(s) for s in src]]
     return UPat(op, src=srcs if op in GroupOp.Commutative else tuple(srcs))
-  def __add__(self, x): return self.alu(Ops.ADD, x)
-  def __mul__(self, x): return self.alu(Ops.MUL, x)
-  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
-  def __mod__(self, x): return self.alu(Ops.MOD, x)
-  def lt(self, x): return self.alu(Ops.CMPLT, x)
 
   def match(self, uop: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
     "All ways `uop` matches this pattern, each as a dict of bound names."

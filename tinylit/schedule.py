@@ -234,6 +234,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a).
   Nothing in the graph changes until the items have run (`items_ran`): you can look at a schedule for free. A graph
   whose structure became one kernel before gets that kernel again (`_graph_key`, below)."""
+  # a constant needs no kernel: it stays one number until realized (chapter 1)
+  outs = [lb for lb in outs if not lb.is_unrealized_const()]
   # one output whose graph's structure was seen before: the same kernel on this graph's buffers
   out = outs[0].base if len(outs) == 1 else None
   key = _graph_key(out) if out is not None and out.realized is None else None

@@ -4,9 +4,8 @@
 
 # %% ../../nbs/01e_creation.ipynb #ec118f00
 from __future__ import annotations
-import hashlib, math
+import functools, hashlib, math
 from typing import TYPE_CHECKING, ClassVar
-import numpy as np
 from ..dtype import DType, DTypeError, dtypes, to_dtype
 from ..helpers import argfix, prod
 from ..ops import Ops, UOp, ssimplify
@@ -55,9 +54,28 @@ class CreationMixin:
     if step == 0: raise ArgumentError("arange: step must not be 0")
     dtype = kwargs.pop("dtype", None) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     if isinstance(start, UOp) or isinstance(stop, UOp): return cls._symbolic_arange(start, stop, step, dtype, **kwargs)
-    if all(math.isfinite(x) for x in (start, stop, step)): _check_size((max(0, math.ceil((stop - start) / step)),), "arange")
-    # the dtype is passed too: a bfloat16's numpy values are float32s
-    return cls(np.arange(start, stop, step).astype(to_dtype(dtype).np), dtype=dtype, **kwargs)
+    if not all(math.isfinite(x) for x in (start, stop, step)):
+      raise ArgumentError(f"arange: bounds and step must be finite, got {(start, stop, step)}")
+    _check_size((n := max(0, math.ceil((stop - start) / step)),), "arange")
+    dtype, requires_grad = to_dtype(dtype), kwargs.pop("requires_grad", None)
+    # as numpy: start + i*step, computed in the dtype (in floats where an int dtype has a fractional step or start)
+    work = dtype if dtypes.is_float(dtype) or all(isinstance(v, int) for v in (start, step)) else dtypes.default_float
+    ret = (cls._positions(n, **kwargs).cast(work) * step + start).cast(dtype)
+    ret.requires_grad = requires_grad
+    return ret
+  @classmethod
+  def _positions(cls, n: int, **kwargs) -> Tensor:
+    """0, 1, ..., n-1 (int32) as a lazy graph of constants, no kernel of its own: position i is the sum of its binary
+    digits, and digit b of every position is one padded constant [0, 2**b] laid along an axis of size 2 of a
+    (2, 2, ..., 2) view, read in order and cut to n. The log2(n) views add up to the positions, and fuse into
+    whatever reads them."""
+    if n <= 1: return cls.zeros(n, dtype=dtypes.int32, **kwargs)
+    bits = (n - 1).bit_length()
+    def digit(b: int) -> Tensor:   # 2**b where bit b of the position is set, else 0
+      place = cls.full((1,), 2 ** b, dtype=dtypes.int32, **kwargs).pad(((1, 0),))   # [0, 2**b]
+      axes = tuple(2 if axis == bits - 1 - b else 1 for axis in range(bits))
+      return place.reshape(axes).expand((2,) * bits).reshape(2 ** bits).shrink(((0, n),))
+    return functools.reduce(lambda a, b: a + b, [digit(b) for b in range(bits)])
   @classmethod
   def _symbolic_arange(cls, start, stop, step, dtype, **kwargs) -> Tensor:
     """arange with a Variable in it: 0, 1, 2... (a shrunk view of the longest such range when the length itself is
@@ -76,13 +94,25 @@ class CreationMixin:
     dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
     if not isinstance(steps, int) or steps < 0: raise ArgumentError(f"linspace: steps must be a non-negative int, got {steps!r}")
     if dtype == dtypes.bool: raise ArgumentError("linspace: a bool dtype has no evenly spaced values")
-    return cls(np.linspace(start, stop, steps).astype(dtype.np), dtype=dtype, **kwargs)
+    requires_grad = kwargs.pop("requires_grad", None)
+    if steps <= 1: ret = cls.full((steps,), start, **kwargs).cast(dtype)
+    else:   # numpy's: start + i*step, and the last one is exactly stop
+      work = dtype if dtypes.is_float(dtype) else dtypes.default_float
+      i = cls._positions(steps, **kwargs)
+      ret = (i == steps - 1).where(stop, i.cast(work) * ((stop - start) / (steps - 1)) + start).cast(dtype)
+    ret.requires_grad = requires_grad
+    return ret
   @classmethod
   def eye(cls, n: int, m: int | None = None, **kwargs) -> Tensor:
     "Ones on the diagonal of an n×m matrix (m defaults to n), zeros elsewhere."
     _check_shape((n,) if m is None else (n, m), "eye")
-    dtype = kwargs.pop("dtype", None) or dtypes.default_float
-    return cls(np.eye(n, m).astype(to_dtype(dtype).np), dtype=dtype, **kwargs)
+    # a column of n ones padded with n zeros per row: read n at a time, the one moves one place right per row. A view
+    # of one constant: no memory, and the kernel that reads it computes the diagonal from the index
+    n_ones = cls.ones(n, 1, **kwargs).pad((None, (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+    m = n if m is None else m
+    ret = n_ones.pad((None, (0, m - n))) if m > n else n_ones.shrink((None, (0, m)))
+    ret.requires_grad = kwargs.get("requires_grad")
+    return ret
   def full_like(self, fill_value, **kwargs) -> Tensor:
     return type(self).full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
   def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)

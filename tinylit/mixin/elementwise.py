@@ -103,6 +103,11 @@ class ArithmeticMethods:
     if dtypes.is_int(base.dtype) and dtypes.is_int(exponent.dtype):
       return base.cast(dtypes.float32).pow(exponent.cast(dtypes.float32)).round().cast(base.dtype)
     if not dtypes.is_float(base.dtype): base, exponent = base.float(), exponent.float()
+    # x**1 is x, known without a kernel where the exponent is a constant; x**0 and 1**x are 1 even at NaN (C's pow),
+    # which the last line below sees to (a float x*0 is not folded to 0, chapter 2: NaN*0 is NaN)
+    lb = exponent.lazydata
+    e = lb.const_arg if lb.is_unrealized_unmasked_const() and not exponent.requires_grad else None
+    if e == 1: return base
     zero = (base == 0).detach()
     magnitude = (exponent * zero.where(1, base).abs().log()).exp()          # |b|**e, with 0 kept out of the log
     whole = exponent == exponent.trunc()

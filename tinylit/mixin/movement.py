@@ -273,6 +273,8 @@ class IndexMethods:
         view_shape.append(1)
         continue
       size = self.shape[axis]
+      if isinstance(idx, type(self)) and idx.shape == () and idx.lazydata.is_unrealized_unmasked_const() and \
+         -size <= idx.lazydata.const_arg < size: idx = int(idx.lazydata.const_arg)   # a constant index: a view, no gather
       if isinstance(idx, type(self)):
         tensor_dims.append((len(view_shape), idx))
         view_shape.append(size)

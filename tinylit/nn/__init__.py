@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10_nn.ipynb #f8da719a
 from __future__ import annotations
-import math
+import functools, math
 from ..helpers import flatten, make_tuple, prod
 from ..mixin import ArgumentError   # a ValueError (and an AssertionError, as tinygrad asserts)
 from ..tensor import Tensor
@@ -101,13 +101,20 @@ class LayerNorm:
     return x if self.weight is None else x * self.weight + self.bias
 
 # %% ../../nbs/10_nn.ipynb #c7dcf05e
+@functools.cache
+def _vocab_positions(n: int, device: str) -> Tensor:
+  """0..n-1, computed once per size and device and kept (a documented cache): every lookup compares its ids with them.
+  A lazy arange (chapter 1e) read through the lookup's broadcast would be recomputed for every column, or be a kernel
+  of its own on every call."""
+  return Tensor.arange(n, device=device).realize()
+
 class Embedding:
   "A lookup table: row `i` of the weight for each integer `i` (a one-hot matmul, so it has a gradient)."
   def __init__(self, vocab_size: int, embed_size: int):
     self.vocab_sz, self.embed_sz = vocab_size, embed_size
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
-    hit = idx.unsqueeze(-1) == Tensor.arange(self.vocab_sz, device=idx.device)
+    hit = idx.unsqueeze(-1) == _vocab_positions(self.vocab_sz, idx.device)
     return hit.cast(self.weight.dtype) @ self.weight
 
 # %% ../../nbs/10_nn.ipynb #7469c4a5
