@@ -14,12 +14,12 @@ from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'create_lazybuffer', 'fold_alu', 'fold_reduce', 'LazyBuffer']
+__all__ = ['lazycache', 'check_size', 'create_lazybuffer', 'fold_alu', 'fold_reduce', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
 lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-def _check_size(shape: tuple[int, ...], what: str) -> None:
+def check_size(shape: tuple[int, ...], what: str) -> None:
   "Buffers are indexed with 32-bit ints: refuse, naming the shape, a buffer that would need more."
   # a symbolic size counts at its largest: the buffer is allocated for every value its variable may take
   if (n := ShapeTracker.from_shape(shape).size) > 2**31 - 1:
@@ -32,7 +32,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   if st.size == 0 and op is not Ops.BUFFER: op, arg, srcs, base = Ops.CONST, 0, (), None
   # a buffer allocated as such must fit 32-bit indices; a computed one may be fused away (the (n, n, n) product
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
-  if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): _check_size(st.shape, op.name if op is not None else "buffer")
+  if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): check_size(st.shape, op.name if op is not None else "buffer")
   cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.ASSIGN, Ops.CONTIGUOUS)
   # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
   arg_key = (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg

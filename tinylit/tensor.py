@@ -16,7 +16,7 @@ from .shapetracker import ShapeTracker
 from .device import Buffer, Device
 from .schedule import create_schedule
 from .realize import run_schedule
-from .mixin import ArgumentError, _normalize_axis
+from .mixin import ArgumentError, normalize_axis
 from .mixin.movement import MovementMixin
 from .mixin.creation import CreationMixin, RandomMixin
 from .mixin.elementwise import ElementwiseMixin
@@ -111,7 +111,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.element_size()
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
-  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[_normalize_axis(dim, self.ndim, "size")]
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[normalize_axis(dim, self.ndim, "size")]
   def __repr__(self):
     return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad is not None else None!r}>"
   __hash__ = object.__hash__   # the groups define __eq__ (elementwise ==), which would otherwise unset it

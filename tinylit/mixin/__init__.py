@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 # %% auto #0
-__all__ = ['ArgumentError', 'broadcast_shape']
+__all__ = ['ArgumentError', 'normalize_axis', 'normalize_axes', 'check_ints', 'check_shape', 'broadcast_shape']
 
 # %% ../../nbs/01c_mixin.ipynb #8719c151
 class ArgumentError(ValueError, RuntimeError, AssertionError):
@@ -16,27 +16,27 @@ class ArgumentError(ValueError, RuntimeError, AssertionError):
   for any of the three catch it. The message names the op and the shapes."""
 
 # %% ../../nbs/01c_mixin.ipynb #9b4e7959
-def _normalize_axis(axis: int, ndim: int, op: str) -> int:
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
   "Negative axes count from the end; out-of-range axes are an error naming the op."
   if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
     raise TypeError(f"{op}: an axis must be an int, got {axis!r} ({type(axis).__name__})")
   if not -max(ndim, 1) <= axis < max(ndim, 1): raise IndexError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dims")
   return int(axis) + ndim if axis < 0 else int(axis)
 
-def _normalize_axes(axes, ndim: int, op: str) -> tuple[int, ...]:
+def normalize_axes(axes, ndim: int, op: str) -> tuple[int, ...]:
   "Several axes at once; naming one axis twice (`sum(axis=(0, 0))`, `flip((1, -1))`) is an error, as in torch."
-  out = tuple(_normalize_axis(a, ndim, op) for a in axes)
+  out = tuple(normalize_axis(a, ndim, op) for a in axes)
   if len(set(out)) != len(out): raise ArgumentError(f"{op}: axes {tuple(axes)} name the same axis twice (tensor of {ndim} dims)")
   return out
 
 # %% ../../nbs/01c_mixin.ipynb #2620d053
-def _check_ints(values: tuple, op: str, what: str) -> tuple[int, ...]:
+def check_ints(values: tuple, op: str, what: str) -> tuple[int, ...]:
   "Shapes, bounds and orders are ints: `reshape(2.0, 3)` is a TypeError here, not a surprise in the C compiler."
   if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
     raise TypeError(f"{op}: {what} must be ints, got {values}")
   return tuple(int(v) for v in values)
 
-def _check_shape(shape: tuple, op: str) -> tuple[int, ...]:
+def check_shape(shape: tuple, op: str) -> tuple[int, ...]:
   "A shape to create: non-negative ints."
   if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape) or any(s < 0 for s in shape):
     raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape}")

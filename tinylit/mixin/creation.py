@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, ClassVar
 from ..dtype import DType, DTypeError, dtypes, to_dtype
 from ..helpers import argfix, prod
 from ..ops import Ops, UOp, ssimplify
-from ..lazy import LazyBuffer, _check_size
+from ..lazy import LazyBuffer, check_size
 from ..device import Device
-from . import ArgumentError, _check_shape
-from .movement import _check_sints
+from . import ArgumentError, check_shape
+from .movement import check_sints
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
 # %% auto #0
@@ -28,7 +28,7 @@ class CreationMixin:
   @classmethod
   def empty(cls, *shape, **kwargs) -> Tensor:
     "Memory with no contents yet (what's there is whatever the allocator gave)."
-    return cls._metaop(Ops.EMPTY, _check_shape(argfix(*shape), "empty"), **kwargs)
+    return cls._metaop(Ops.EMPTY, check_shape(argfix(*shape), "empty"), **kwargs)
   @classmethod
   def full(cls, shape, fill_value, **kwargs) -> Tensor:
     """`fill_value` everywhere: one constant, expanded (no memory until something is computed from it, or it is
@@ -36,8 +36,8 @@ class CreationMixin:
     Variable (`Tensor.ones(start_pos + 1, 4)`): the expand is a view, so any length costs nothing."""
     shape = argfix(shape)
     if any(isinstance(s, UOp) for s in shape):
-      shape = tuple(s if isinstance(s, UOp) else _check_shape((s,), "full")[0] for s in _check_sints(shape, "full", "shape"))
-    else: shape = _check_shape(shape, "full")
+      shape = tuple(s if isinstance(s, UOp) else check_shape((s,), "full")[0] for s in check_sints(shape, "full", "shape"))
+    else: shape = check_shape(shape, "full")
     dtype = kwargs.pop("dtype", None) or (fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value))
     ret = cls(cls(fill_value, dtype=dtype, device=kwargs.get("device")).reshape((1,) * len(shape)).expand(shape).lazydata)
     ret.requires_grad = kwargs.get("requires_grad")
@@ -56,7 +56,7 @@ class CreationMixin:
     if isinstance(start, UOp) or isinstance(stop, UOp): return cls._symbolic_arange(start, stop, step, dtype, **kwargs)
     if not all(math.isfinite(x) for x in (start, stop, step)):
       raise ArgumentError(f"arange: bounds and step must be finite, got {(start, stop, step)}")
-    _check_size((n := max(0, math.ceil((stop - start) / step)),), "arange")
+    check_size((n := max(0, math.ceil((stop - start) / step)),), "arange")
     dtype, requires_grad = to_dtype(dtype), kwargs.pop("requires_grad", None)
     # as numpy: start + i*step, computed in the dtype (in floats where an int dtype has a fractional step or start)
     work = dtype if dtypes.is_float(dtype) or all(isinstance(v, int) for v in (start, step)) else dtypes.default_float
@@ -81,7 +81,7 @@ class CreationMixin:
     """arange with a Variable in it: 0, 1, 2... (a shrunk view of the longest such range when the length itself is
     symbolic), times `step`, plus `start`, a scalar the kernel takes as an argument."""
     if not isinstance(step, int): raise ArgumentError(f"arange: a symbolic start or stop needs an int step, got {step!r}")
-    _check_sints(tuple(x for x in (start, stop) if isinstance(x, UOp)), "arange", "bounds")
+    check_sints(tuple(x for x in (start, stop) if isinstance(x, UOp)), "arange", "bounds")
     length = ssimplify((stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step)
     if isinstance(length, UOp) and length.vmin < 0:
       raise ArgumentError(f"arange: its length {length.render()} can be negative for some values of its variables")
@@ -105,7 +105,7 @@ class CreationMixin:
   @classmethod
   def eye(cls, n: int, m: int | None = None, **kwargs) -> Tensor:
     "Ones on the diagonal of an n×m matrix (m defaults to n), zeros elsewhere."
-    _check_shape((n,) if m is None else (n, m), "eye")
+    check_shape((n,) if m is None else (n, m), "eye")
     # a column of n ones padded with n zeros per row: read n at a time, the one moves one place right per row. A view
     # of one constant: no memory, and the kernel that reads it computes the diagonal from the index
     n_ones = cls.ones(n, 1, **kwargs).pad((None, (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
@@ -164,8 +164,8 @@ class RandomMixin:
     "Uniform in [0, 1): random mantissa bits m of each float, as m * 2**-nmant. Lazy: one kernel on `device`."
     dtype = to_dtype(dtype or dtypes.default_float)
     if not dtypes.is_float(dtype): raise ArgumentError(f"rand: only float dtypes, got {dtype}")
-    shape = _check_shape(argfix(*shape), "rand")
-    _check_size(shape, "rand")
+    shape = check_shape(argfix(*shape), "rand")
+    check_size(shape, "rand")
     device = Device.canonicalize(device)
     if device not in RandomMixin._device_seeds:
       # a new device's key: a hash of how many devices came before it, and the seed (each kept to 32 bits)
@@ -203,7 +203,7 @@ class RandomMixin:
   @classmethod
   def randn(cls, *shape, dtype=None, **kwargs) -> Tensor:
     "Standard normal, by the Box-Muller transform of two uniform draws (drawn as one float32 `rand` of shape (2, *shape))."
-    shape = _check_shape(argfix(*shape), "randn")
+    shape = check_shape(argfix(*shape), "randn")
     requires_grad = kwargs.pop("requires_grad", None)
     src = cls.rand((2, *shape), **{**kwargs, "dtype": dtypes.float32})
     ret = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt()).cast(dtype or dtypes.default_float)
@@ -217,7 +217,7 @@ class RandomMixin:
     if not dtypes.is_int(dtype): raise DTypeError(f"randint: dtype must be an int, got {dtype}")
     # [low, high) is empty: the formula would still give numbers (low itself, or ones above high), as tinygrad's does
     if low >= high: raise ArgumentError(f"randint: low={low} must be less than high={high}, the numbers come from [low, high)")
-    return cls.uniform(*_check_shape(argfix(*shape), "randint"), low=low, high=high, dtype=dtype, **kwargs)
+    return cls.uniform(*check_shape(argfix(*shape), "randint"), low=low, high=high, dtype=dtype, **kwargs)
   @classmethod
   def uniform(cls, *shape, low=0.0, high=1.0, **kwargs) -> Tensor:
     "Uniform in [low, high): `(high - low) * rand`, cast to `dtype`, plus low."
@@ -242,19 +242,19 @@ class RandomMixin:
   @classmethod
   def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
     "Uniform in [-1, 1) scaled by sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio)."
-    shape = _check_shape(argfix(*shape), "glorot_uniform")
+    shape = check_shape(argfix(*shape), "glorot_uniform")
     requires_grad = kwargs.pop("requires_grad", None)
     ret = cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul((6 / (shape[0] + prod(shape[1:]))) ** 0.5 if shape else 1.0)
     ret.requires_grad = requires_grad
     return ret
   @classmethod
   def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-    shape = _check_shape(argfix(*shape), "kaiming_uniform")
+    shape = check_shape(argfix(*shape), "kaiming_uniform")
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
   @classmethod
   def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-    shape = _check_shape(argfix(*shape), "kaiming_normal")
+    shape = check_shape(argfix(*shape), "kaiming_normal")
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return cls.normal(*shape, mean=0.0, std=std, **kwargs)
   def rand_like(self, **kwargs) -> Tensor:

@@ -10,11 +10,11 @@ import numpy as np
 from ..dtype import DTypeError, dtypes
 from ..helpers import all_int, argfix, argsort, flatten, prod
 from ..ops import UOp, smax, smin, ssimplify, sym_infer
-from . import ArgumentError, _check_ints, _normalize_axes, _normalize_axis, broadcast_shape
+from . import ArgumentError, check_ints, normalize_axes, normalize_axis, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
-def _check_sints(values: tuple, op: str, what: str) -> tuple:
+def check_sints(values: tuple, op: str, what: str) -> tuple:
   "Sizes are ints, or symbolic sizes whose variables are bound (`Variable('n', 1, 10).bind(4)`, chapter 3)."
   out = []
   for v in values:
@@ -22,11 +22,11 @@ def _check_sints(values: tuple, op: str, what: str) -> tuple:
       try: sym_infer(v)
       except ValueError as e: raise TypeError(f"{op}: a symbolic {what} needs bound variables ({e}), got {values}") from None
       out.append(v)
-    else: out.append(_check_ints((v,), op, what)[0])
+    else: out.append(check_ints((v,), op, what)[0])
   return tuple(out)
 
 # %% auto #0
-__all__ = ['ShapeMethods', 'RearrangeMethods', 'WindowMethods', 'IndexMethods', 'JoinMethods', 'MovementMixin']
+__all__ = ['check_sints', 'ShapeMethods', 'RearrangeMethods', 'WindowMethods', 'IndexMethods', 'JoinMethods', 'MovementMixin']
 
 # %% ../../nbs/01d_movement.ipynb #fa3a2193
 class ShapeMethods:
@@ -34,7 +34,7 @@ class ShapeMethods:
   def reshape(self, shape, *args) -> Tensor:
     "Same elements, new shape; one axis may be -1 (inferred), None keeps that axis."
     new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
-    new_shape = _check_sints(new_shape, "reshape", "shape")
+    new_shape = check_sints(new_shape, "reshape", "shape")
     if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
     if c and not all_int(self.shape + new_shape):
       raise ArgumentError(f"reshape: -1 can't be inferred with a symbolic shape: {self.shape} into {new_shape}")
@@ -49,7 +49,7 @@ class ShapeMethods:
   def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def expand(self, shape, *args) -> Tensor:
     "Broadcast axes of size 1 to a larger size (-1 or None keeps an axis); new axes may be added in front."
-    new_shape = _check_sints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
+    new_shape = check_sints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
     if len(new_shape) < self.ndim: raise ArgumentError(f"expand: shape {new_shape} has fewer dims than {self.shape}")
     padded = (1,) * (len(new_shape) - self.ndim) + self.shape
     return self._broadcast_to(tuple(old if new == -1 else new for old, new in zip(padded, new_shape)))
@@ -63,20 +63,20 @@ class ShapeMethods:
     x = self.reshape(padded) if padded != self.shape else self
     return x if padded == shape else F.Expand.apply(x, shape=shape)
   def permute(self, order, *args) -> Tensor:
-    order = _check_ints(argfix(order, *args), "permute", "order")
+    order = check_ints(argfix(order, *args), "permute", "order")
     if len(order) != self.ndim: raise ArgumentError(f"permute: order {order} must name each of the {self.ndim} axes of {self.shape} once")
-    order = tuple(_normalize_axis(a, self.ndim, "permute") for a in order)
+    order = tuple(normalize_axis(a, self.ndim, "permute") for a in order)
     if sorted(order) != list(range(self.ndim)): raise ArgumentError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
     return F.Permute.apply(self, order=order)
   def flip(self, axis, *args) -> Tensor:
-    axis = _normalize_axes(argfix(axis, *args), self.ndim, "flip")
+    axis = normalize_axes(argfix(axis, *args), self.ndim, "flip")
     return self if not axis else F.Flip.apply(self, axis=axis)
   def shrink(self, arg) -> Tensor:
     "Keep [lo, hi) of each axis (None keeps the whole axis)."
     if len(arg) != self.ndim: raise ArgumentError(f"shrink: need one (lo, hi) per axis of {self.shape}, got {arg}")
     arg = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (lo, hi), s in zip(arg, self.shape):
-      _check_sints((lo, hi), "shrink", "bounds")
+      check_sints((lo, hi), "shrink", "bounds")
       if not 0 <= sym_infer(lo) <= sym_infer(hi) <= sym_infer(s):
         raise ArgumentError(f"shrink: ({lo}, {hi}) is out of range for an axis of size {s} in {self.shape}")
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else F.Shrink.apply(self, arg=tuple(arg))
@@ -93,7 +93,7 @@ class ShapeMethods:
     arg = tuple((0, 0) if p is None else tuple(p) for p in padding)
     if len(arg) != self.ndim: raise ArgumentError(f"pad: need one (before, after) per axis of {self.shape}, got {padding}")
     if any(len(p) != 2 for p in arg): raise ArgumentError(f"pad: each axis needs a (before, after) pair, got {padding}")
-    arg = tuple(_check_sints(p, "pad", "paddings") for p in arg)
+    arg = tuple(check_sints(p, "pad", "paddings") for p in arg)
     if mode != "constant" and any(isinstance(v, UOp) for p in arg for v in (*p, *self.shape)):
       raise NotImplementedError(f"pad: a symbolic padding {arg} or shape {self.shape} needs mode 'constant', got {mode!r}")
     if self.requires_grad and not type(self).no_grad and any(isinstance(v, UOp) and v.vmin < 0 for p in arg for v in p):
@@ -133,24 +133,24 @@ class ShapeMethods:
   def T(self) -> Tensor: return self.transpose()
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
-    a, b = _normalize_axis(dim0, self.ndim, "transpose"), _normalize_axis(dim1, self.ndim, "transpose")
+    a, b = normalize_axis(dim0, self.ndim, "transpose"), normalize_axis(dim1, self.ndim, "transpose")
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    s, e = _normalize_axis(start_dim, self.ndim, "flatten"), _normalize_axis(end_dim, self.ndim, "flatten")
+    s, e = normalize_axis(start_dim, self.ndim, "flatten"), normalize_axis(end_dim, self.ndim, "flatten")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
-    d = _normalize_axis(dim, self.ndim, "unflatten")
+    d = normalize_axis(dim, self.ndim, "unflatten")
     sizes = tuple(self.shape[d] // -prod(sizes) if s == -1 else s for s in sizes) if -1 in sizes else tuple(sizes)
     if prod(sizes) != self.shape[d]: raise ArgumentError(f"unflatten: sizes {sizes} don't multiply to {self.shape[d]} (dim {d} of {self.shape})")
     return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
   def squeeze(self, dim: int | None = None) -> Tensor:
     "Drop axes of size 1: all of them, or only `dim` (if it has size 1)."
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    d = _normalize_axis(dim, self.ndim, "squeeze")
+    d = normalize_axis(dim, self.ndim, "squeeze")
     return self if self.ndim == 0 or self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
-    d = _normalize_axis(dim, self.ndim + 1, "unsqueeze")
+    d = normalize_axis(dim, self.ndim + 1, "unsqueeze")
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
 # %% ../../nbs/01d_movement.ipynb #6c8e4f5a
@@ -354,7 +354,7 @@ class IndexMethods:
     return self.sum(axis, acc_dtype=self.dtype)
   def gather(self, dim: int, index: Tensor) -> Tensor:
     "out[i][j] = self[i][index[i][j]] along `dim` (torch.gather), via one-hot masks; the result keeps self's dtype."
-    dim = _normalize_axis(dim, self.ndim, "gather")
+    dim = normalize_axis(dim, self.ndim, "gather")
     if not isinstance(index, type(self)) or not dtypes.is_int(index.dtype):
       raise DTypeError(f"gather: index must be an integer tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim or any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
@@ -422,7 +422,7 @@ class JoinMethods:
     tensors = [self, *args]
     if not all(isinstance(t, type(self)) for t in tensors): raise TypeError(f"cat: expects Tensors, got {[type(t).__name__ for t in tensors]}")
     if self.ndim == 0: raise IndexError("cat: a 0-d tensor has no axis to join along (stack them instead)")
-    dim = _normalize_axis(dim, self.ndim, "cat")
+    dim = normalize_axis(dim, self.ndim, "cat")
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
         raise ArgumentError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
@@ -441,11 +441,11 @@ class JoinMethods:
     tensors += list(args)
     if not tensors: raise ArgumentError("stack: needs at least one tensor, got none")
     if not all(hasattr(t, "lazydata") for t in tensors): raise TypeError(f"stack: expects Tensors, got {[type(t).__name__ for t in tensors]}")
-    d = _normalize_axis(dim, tensors[0].ndim + 1, "stack")
+    d = normalize_axis(dim, tensors[0].ndim + 1, "stack")
     return tensors[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in tensors[1:]], dim=d)
   def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     "Pieces of `sizes` along `dim` (an int means equal pieces, the last maybe smaller), as torch.split."
-    dim = _normalize_axis(dim, self.ndim, "split")
+    dim = normalize_axis(dim, self.ndim, "split")
     n = self.shape[dim]
     if isinstance(sizes, int):
       if sizes <= 0: raise ArgumentError(f"split: the size of each piece must be positive, got {sizes}")
@@ -456,13 +456,13 @@ class JoinMethods:
     return tuple(self.shrink(tuple((s, s + k) if d == dim else None for d in range(self.ndim))) for s, k in zip(starts, sizes))
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
     "`chunks` pieces of equal size along `dim` (the last maybe smaller, so sometimes fewer pieces), as torch.chunk."
-    dim = _normalize_axis(dim, self.ndim, "chunk")
+    dim = normalize_axis(dim, self.ndim, "chunk")
     if not isinstance(chunks, int) or chunks <= 0: raise ArgumentError(f"chunk: chunks must be a positive int, got {chunks!r}")
     if self.shape[dim] == 0: return [self] * chunks
     return list(self.split(math.ceil(self.shape[dim] / chunks), dim))
   def repeat(self, repeats, *args) -> Tensor:
     "Tile the tensor `repeats[i]` times along each axis (torch.repeat): reshape, expand, reshape."
-    repeats = _check_ints(argfix(repeats, *args), "repeat", "repeats")
+    repeats = check_ints(argfix(repeats, *args), "repeat", "repeats")
     if len(repeats) < self.ndim or any(r < 0 for r in repeats):
       raise ArgumentError(f"repeat: need one non-negative count per axis of {self.shape} (or more), got {repeats}")
     base = (1,) * (len(repeats) - self.ndim) + self.shape
@@ -470,7 +470,7 @@ class JoinMethods:
     return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
   def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
     "Repeat each element `repeats` times along `dim` (flattened when None): [a, b] -> [a, a, b, b]."
-    x, dim = (self.flatten(), 0) if dim is None else (self, _normalize_axis(dim, self.ndim, "repeat_interleave"))
+    x, dim = (self.flatten(), 0) if dim is None else (self, normalize_axis(dim, self.ndim, "repeat_interleave"))
     shp = x.shape
     return x.reshape(*shp[:dim + 1], 1, *shp[dim + 1:]).expand(*shp[:dim + 1], repeats, *shp[dim + 1:]).flatten(dim, dim + 1)
   def roll(self, shifts, dims) -> Tensor:
@@ -478,7 +478,7 @@ class JoinMethods:
     shifts, dims = argfix(shifts), argfix(dims)
     x = self
     for s, d in zip(shifts, dims):
-      d = _normalize_axis(d, self.ndim, "roll")
+      d = normalize_axis(d, self.ndim, "roll")
       n = self.shape[d]
       if n == 0 or s % n == 0: continue
       s %= n

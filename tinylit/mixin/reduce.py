@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..dtype import dtypes, least_upper_dtype, sum_acc_dtype
 from ..helpers import prod
 from ..ops import Ops, UOp
-from . import ArgumentError, _normalize_axes, _normalize_axis, broadcast_shape
+from . import ArgumentError, normalize_axes, normalize_axis, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
 
@@ -21,7 +21,7 @@ class ReduceMethods:
   "Reductions over axes, and what is composed from them: mean, var, std, softmax, logsumexp, argmax, cumsum."
   def _reduce(self, fxn: type[F.Function], axis=None, keepdim: bool = False) -> Tensor:
     if axis is None: axis_ = tuple(range(self.ndim))
-    else: axis_ = _normalize_axes(axis if isinstance(axis, (tuple, list)) else (axis,), self.ndim, fxn.__name__.lower())
+    else: axis_ = normalize_axes(axis if isinstance(axis, (tuple, list)) else (axis,), self.ndim, fxn.__name__.lower())
     if self.ndim == 0: axis_ = ()
     ret = fxn.apply(self, axis=axis_)
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axis_))
@@ -43,7 +43,7 @@ class ReduceMethods:
     "How many elements each output of a reduce over `axis` combines."
     if axis is None: return self.numel()
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return prod(self.shape[_normalize_axis(a, self.ndim, "reduce")] for a in axes) if self.ndim else 1
+    return prod(self.shape[normalize_axis(a, self.ndim, "reduce")] for a in axes) if self.ndim else 1
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     out_dtype = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
     count = self._reduced_count(axis)
@@ -82,14 +82,14 @@ class ReduceMethods:
     return ss.log().cast(e.dtype).add(m).reshape(self.sum(axis, keepdim).shape)
   def logcumsumexp(self, axis: int = 0) -> Tensor:
     "log(cumsum(exp(x))), computed after subtracting the maximum so that exp doesn't overflow."
-    axis = _normalize_axis(axis, self.ndim, "logcumsumexp")
+    axis = normalize_axis(axis, self.ndim, "logcumsumexp")
     if self.ndim == 0 or self.shape[axis] == 0: return self
     m = self.max(axis, keepdim=True).detach()
     return (self - m).exp().cumsum(axis).log() + m
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     "Index of the first maximum (flattened when axis is None); a NaN counts as the maximum, as in torch."
     if axis is None: return self.flatten().argmax(0)
-    axis = _normalize_axis(axis, self.ndim, "argmax")
+    axis = normalize_axis(axis, self.ndim, "argmax")
     if self.ndim == 0: return type(self)(0, device=self.device)
     if self.shape[axis] == 0: raise ArgumentError(f"argmax: axis {axis} of {self.shape} is empty, there is no maximum to point at")
     m = self == self.max(axis=axis, keepdim=True)
@@ -103,7 +103,7 @@ class ReduceMethods:
     return (-self if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool) else self.bitwise_not()).argmax(axis, keepdim)
   def cumsum(self, axis: int = 0) -> Tensor:
     "Running sum along `axis`: pad, then a sliding-window sum -- one reduce kernel."
-    axis = _normalize_axis(axis, self.ndim, "cumsum")
+    axis = normalize_axis(axis, self.ndim, "cumsum")
     if self.ndim == 0: return self
     n = self.shape[axis]
     if n == 0: return self
