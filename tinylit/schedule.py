@@ -275,19 +275,19 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
       parts.append(n)
       continue
     seen[id(lb)] = len(seen)
-    base = lb.base
-    if lb is not base:
+    # every realize of a small kernel walks this loop: the fields themselves, not the `base`/`realized` properties
+    if lb._base is not None:
       parts.append(lb.st)
-      stack.append(base)
-    elif base.realized is not None:
-      parts.append((base.dtype, base.shape))
-      inputs.append(base)
-    elif base.op in (Ops.ASSIGN, Ops.COPY, Ops.EMPTY) or len(seen) > 64: return None
+      stack.append(lb._base)
+    elif (op := lb.op) is Ops.BUFFER:   # a realized base: an input of the kernel
+      parts.append((lb.dtype, lb.shape))
+      inputs.append(lb)
+    elif op is Ops.ASSIGN or op is Ops.COPY or op is Ops.EMPTY or len(seen) > 64: return None
     else:
       # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
-      arg = (type(base.arg), repr(base.arg)) if isinstance(base.arg, (float, tuple)) else base.arg
-      parts.append((base.op, arg, base.dtype, base.shape, base.forced_realize))
-      stack.extend(base.srcs)
+      arg = (type(lb.arg), repr(lb.arg)) if isinstance(lb.arg, (float, tuple)) else lb.arg
+      parts.append((op, arg, lb.dtype, lb.shape, lb.forced_realize))
+      stack.extend(lb.srcs)
   return tuple(parts), inputs
 
 # graph structure -> (the kernel's AST, for each of its inputs the position of its base among _graph_key's inputs)
