@@ -117,7 +117,7 @@ class ExecItem:
     mem = self.mem
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)
+    if DEBUG.value >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)   # .value: no call per launch
     self.prg.first_run = False
     return et
 
