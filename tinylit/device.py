@@ -50,6 +50,9 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None:
     np.copyto(np.frombuffer(dest, dtype=np.uint8), src[:dest.nbytes])
   def pointer(self, opaque: Any) -> int: return opaque.ctypes.data
+  def as_arg(self, opaque: Any) -> Any:
+    "What a kernel launch passes for this block, made once when the Buffer takes it: the block itself (CPU: chapter 8a)."
+    return opaque
   def from_address(self, ptr: int, nbytes: int) -> Any:
     "Host memory someone else owns, at address `ptr`, as a block of this allocator's (numpy over it, no copy)."
     if type(self).alloc is not Allocator.alloc:   # a GPU's memory is not at a host address
@@ -79,6 +82,7 @@ class Buffer:
       else:
         self._buf = self.allocator.alloc(self.nbytes)
         GlobalCounters.track_mem(self.device, self.nbytes)
+      self._arg = self.allocator.as_arg(self._buf)   # what `launch` passes for this buffer
     return self
   def __del__(self):
     # a view gives back nothing (its base does), nor does memory someone else owns
@@ -191,6 +195,6 @@ def launch(p: ProgramSpec, prg: Any, bufs: list[Buffer], var_vals: dict[UOp, int
       raise ValueError(f"{p.function_name}: no value for variable {', '.join(missing)}: a symbolic kernel takes each one's value") from None
   device = Device[p.device]
   st = time.perf_counter()
-  prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=vals)
+  prg(*[b._arg for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=vals)
   device.synchronize()
   return time.perf_counter() - st
