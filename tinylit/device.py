@@ -27,10 +27,12 @@ class GlobalCounters:
   @staticmethod
   def track_mem(device: str, nbytes: int) -> None:
     "Count `nbytes` taken on `device` (given back, if negative), raising the peaks when they are passed."
-    GlobalCounters.mem_used += nbytes
-    GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
-    used = GlobalCounters.mem_used_per_device[device] = GlobalCounters.mem_used_per_device.get(device, 0) + nbytes
-    GlobalCounters.mem_peak_per_device[device] = max(GlobalCounters.mem_peak_per_device.get(device, 0), used)
+    # every allocation and free passes here (twice per realize of a small kernel): compare, don't call max()
+    used = GlobalCounters.mem_used = GlobalCounters.mem_used + nbytes
+    if used > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
+    per_device = GlobalCounters.mem_used_per_device
+    used = per_device[device] = per_device.get(device, 0) + nbytes
+    if used > GlobalCounters.mem_peak_per_device.get(device, 0): GlobalCounters.mem_peak_per_device[device] = used
   @staticmethod
   def reset():
     GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
@@ -50,6 +52,9 @@ class Allocator:
   def copyout(self, dest: memoryview, src: Any) -> None:
     np.copyto(np.frombuffer(dest, dtype=np.uint8), src[:dest.nbytes])
   def pointer(self, opaque: Any) -> int: return opaque.ctypes.data
+  def as_arg(self, opaque: Any) -> Any:
+    "What a kernel launch passes for this block, made once when the Buffer takes it: the block itself (CPU: chapter 8a)."
+    return opaque
   def from_address(self, ptr: int, nbytes: int) -> Any:
     "Host memory someone else owns, at address `ptr`, as a block of this allocator's (numpy over it, no copy)."
     if type(self).alloc is not Allocator.alloc:   # a GPU's memory is not at a host address
@@ -64,11 +69,10 @@ class Buffer:
     if base is not None and (base._base is not None or base.device != device or size * dtype.itemsize > base.nbytes):
       raise ValueError(f"a view of {size} {dtype} on {device} doesn't fit in {base!r} (or that is a view itself)")
     self.device, self.size, self.dtype, self._base = device, size, dtype, base
+    self.nbytes = size * dtype.itemsize   # a plain attribute: every allocation, free and launch reads it
     self._buf: Any = None
   @property
   def base(self) -> Buffer: return self._base if self._base is not None else self
-  @property
-  def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
   def is_allocated(self) -> bool: return self._buf is not None
   def allocate(self, external_ptr: int | None = None) -> Buffer:
@@ -80,6 +84,7 @@ class Buffer:
       else:
         self._buf = self.allocator.alloc(self.nbytes)
         GlobalCounters.track_mem(self.device, self.nbytes)
+      self._arg = self.allocator.as_arg(self._buf)   # what `launch` passes for this buffer
     return self
   def __del__(self):
     # a view gives back nothing (its base does), nor does memory someone else owns
@@ -202,12 +207,14 @@ def launch(p: ProgramSpec, prg: Any, bufs: list[Buffer], var_vals: dict[UOp, int
   variables; wait for the device and return the seconds it took. The one launch path, timed or not."""
   vals: tuple[int, ...] = ()
   if p.vars:
-    var_vals = var_vals or {}
-    if missing := [v.arg[0] for v in p.vars if v not in var_vals]:
-      raise ValueError(f"{p.function_name}: no value for variable {', '.join(missing)}: a symbolic kernel takes each one's value")
-    vals = tuple(var_vals[v] for v in p.vars)   # int arguments after the buffers, in the order of p.vars
+    # int arguments after the buffers, in the order of p.vars (a TinyJit replay passes them for every kernel: the
+    # names of the missing ones are only looked for when one is missing)
+    try: vals = tuple([var_vals[v] for v in p.vars])
+    except (KeyError, TypeError):
+      missing = [v.arg[0] for v in p.vars if v not in (var_vals or {})]
+      raise ValueError(f"{p.function_name}: no value for variable {', '.join(missing)}: a symbolic kernel takes each one's value") from None
   device = Device[p.device]
   st = time.perf_counter()
-  prg(*[b._buf for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=vals)
+  prg(*[b._arg for b in bufs], global_size=p.global_size, local_size=p.local_size, vals=vals)
   device.synchronize()
   return time.perf_counter() - st

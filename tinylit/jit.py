@@ -100,8 +100,12 @@ class TinyJit:
         if arg_name not in self.expected_args or not _same(self.expected_args[arg_name], value):
           raise JitError(f"TinyJit: {arg_name} changed from {self.expected_args.get(arg_name)!r} to {value!r}; the captured "
                          "kernels have the old value baked in (pass what changes as a Tensor, or a size as a bound Variable)")
-      for (j, i), n in self.input_replace.items(): self.jit_cache[j].bufs[i] = input_buffers[n]
-      for ei in self.jit_cache: ei.run({**ei.var_vals, **var_vals} if var_vals else None, jit=True)
+      for (j, i), n in self.input_replace.items():
+        ei = self.jit_cache[j]
+        # another buffer in that slot: with a symbolic shape it may have another size, so the bytes are counted again
+        if ei.bufs[i] is not input_buffers[n]: ei.bufs[i], ei.mem = input_buffers[n], None
+      # this call's values of the variables over the capture's (a kernel with none of its own takes them as they are)
+      for ei in self.jit_cache: ei.run(({**ei.var_vals, **var_vals} if ei.var_vals else var_vals) if var_vals else None, jit=True)
       ret = _map_tensors(self.ret, lambda t: self._replayed(t, inputs, var_vals))
     elif self.cnt == 1:
       self.expected, self.expected_args = signature, self._other_args(args, kwargs)

@@ -104,7 +104,9 @@ class LazyBuffer(MathTrait):
     its sources go (the graph behind it can be freed; it no longer counts among their readers), and it leaves the
     dedup cache, whose key names the sources by id: once they are freed, a new node could reuse an id and match."""
     self.op, self.arg, self.srcs, self.forced_realize = Ops.BUFFER, None, (), False
-    if self.cache_key is not None and lazycache.get(self.cache_key) is self: del lazycache[self.cache_key]
+    # one lookup (pop), not get-then-del: the key holds a ShapeTracker and a dtype, whose hashes are computed in Python
+    if self.cache_key is not None and (cached := lazycache.pop(self.cache_key, None)) is not None and cached is not self:
+      lazycache[self.cache_key] = cached   # another node under this key (never seen: a live node's key is its own)
 
   # ---- who reads a base and who holds it: chapter 4 asks before it overwrites memory in place or shares it
   def add_reader(self, reader: LazyBuffer) -> None:

@@ -103,23 +103,24 @@ class ExecItem:
   prg: Runner
   bufs: list[Buffer]
   var_vals: dict[UOp, int] = field(default_factory=dict)  # the values of a symbolic kernel's variables for this run
-  # bytes the kernel touches, counted once: `bufs` may change (TinyJit's inputs, the planner's views), but not their
-  # sizes, except where a symbolic kernel's input is a buffer of this call's size (counted again when there are variables)
+  # bytes the kernel touches, counted on the first run: `bufs` may change (TinyJit's inputs, the planner's views), but
+  # not their sizes, except where a symbolic kernel's input is a buffer of this call's size: whoever swaps a buffer
+  # sets `mem` back to None (TinyJit does for its inputs), and it is counted again
   mem: int | None = field(default=None, repr=False)
   def run(self, var_vals: dict[UOp, int] | None = None, jit: bool = False) -> float:
     "Run on `bufs`, with `var_vals` (TinyJit passes each replay's) or those this item was made with."
     var_vals = self.var_vals if var_vals is None else var_vals
     for b in self.bufs:
-      if not b.is_allocated: b.allocate()
+      if b._buf is None: b.allocate()   # `is_allocated`, without a property call for every buffer of every launch
     et = self.prg(self.bufs, var_vals)
-    ops = sym_infer(self.prg.op_estimate, var_vals)
-    if self.mem is None or var_vals: self.mem = sum(b.nbytes for b in self.bufs)
+    ops = op if isinstance(op := self.prg.op_estimate, int) else sym_infer(op, var_vals)
+    if self.mem is None: self.mem = sum([b.nbytes for b in self.bufs])
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
     mem = self.mem
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)
+    if DEBUG.value >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)   # .value: no call per launch
     self.prg.first_run = False
     return et
 

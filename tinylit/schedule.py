@@ -4,7 +4,6 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from .dtype import dtypes
@@ -210,9 +209,15 @@ class Scheduler:
     self.scheduled[base] = None
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-# the base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
-# `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2)
-_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class _Computes:
+  """The base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
+  `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2).
+  Written on the item itself (outside its fields, so that the item stays Buffers only): the base lives as long as
+  the item does, which a WeakKeyDictionary item -> base also gave, at a weak reference and a callback per realize."""
+  def __setitem__(self, si: ScheduleItem, base: LazyBuffer) -> None: si.__dict__["_computes"] = base
+  def __getitem__(self, si: ScheduleItem) -> LazyBuffer: return si.__dict__["_computes"]
+  def get(self, si: ScheduleItem, default=None): return si.__dict__.get("_computes", default)
+_computes = _Computes()
 
 def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
@@ -277,19 +282,19 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
       parts.append(n)
       continue
     seen[id(lb)] = len(seen)
-    base = lb.base
-    if lb is not base:
+    # every realize of a small kernel walks this loop: the fields themselves, not the `base`/`realized` properties
+    if lb._base is not None:
       parts.append(lb.st)
-      stack.append(base)
-    elif base.realized is not None:
-      parts.append((base.dtype, base.shape))
-      inputs.append(base)
-    elif base.op in (Ops.ASSIGN, Ops.COPY, Ops.EMPTY) or len(seen) > 64: return None
+      stack.append(lb._base)
+    elif (op := lb.op) is Ops.BUFFER:   # a realized base: an input of the kernel
+      parts.append((lb.dtype, lb.shape))
+      inputs.append(lb)
+    elif op is Ops.ASSIGN or op is Ops.COPY or op is Ops.EMPTY or len(seen) > 64: return None
     else:
       # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
-      arg = (type(base.arg), repr(base.arg)) if isinstance(base.arg, (float, tuple)) else base.arg
-      parts.append((base.op, arg, base.dtype, base.shape, base.forced_realize))
-      stack.extend(base.srcs)
+      arg = (type(lb.arg), repr(lb.arg)) if isinstance(lb.arg, (float, tuple)) else lb.arg
+      parts.append((op, arg, lb.dtype, lb.shape, lb.forced_realize))
+      stack.extend(lb.srcs)
   return tuple(parts), inputs
 
 # graph structure -> (the kernel's AST, for each of its inputs the position of its base among _graph_key's inputs)

@@ -40,6 +40,8 @@ class ClangCompiler(Compiler):
       with open(out, "rb") as f: return f.read()
 
 # %% ../../nbs/08a_cpu.ipynb #bcda4e3c
+_CArg = type(ctypes.byref(ctypes.c_char()))   # what ctypes.byref returns: a pointer argument, ready to pass
+
 class CPUProgram:
   """A compiled kernel: the shared object is written to a file, loaded with ctypes, and called with buffer pointers.
   A kernel with a thread axis is called once per thread, with `core_id` 0, 1, ...: this thread runs call 0, a pool
@@ -51,8 +53,9 @@ class CPUProgram:
     os.unlink(f.name)  # the loaded library stays mapped; the file is no longer needed
     self.fxn = getattr(self.lib, name)
   def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
-    # a numpy array's address: through ctypes' buffer protocol, several times faster than `b.ctypes.data`
-    args = [ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    # `launch` passes each Buffer's pointer, made once (CPUAllocator.as_arg); a numpy array (a Buffer's `_buf`, as the
+    # cells above pass) gets its pointer here, through ctypes' buffer protocol, several times faster than `b.ctypes.data`
+    args = [b if type(b) is _CArg else ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs] + [ctypes.c_int32(v) for v in vals]
     if not global_size or global_size[0] == 1: return self.fxn(*args)
     if CPUProgram.pool is None: CPUProgram.pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="tinylit-cpu")
     others = [CPUProgram.pool.submit(self.fxn, *args, ctypes.c_int32(i)) for i in range(1, global_size[0])]
@@ -156,6 +159,10 @@ def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float =
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
 class CPUAllocator(Allocator):
   "CPU memory is a numpy byte array; its address goes to the kernel."
+  def as_arg(self, opaque):
+    # the pointer, made once per buffer: building it on every launch cost about 0.3 us a buffer, and a GPT token's
+    # 77 replayed kernels take 6 buffers each (it lives as long as the Buffer, which holds the memory anyway)
+    return ctypes.byref(ctypes.c_char.from_buffer(opaque))
 
 # %% ../../nbs/08a_cpu.ipynb #f1d819e6
 class CPUDevice(Compiled):
