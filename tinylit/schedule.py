@@ -4,6 +4,7 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from .dtype import dtypes
@@ -209,15 +210,9 @@ class Scheduler:
     self.scheduled[base] = None
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-class _Computes:
-  """The base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
-  `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2).
-  Written on the item itself (outside its fields, so that the item stays Buffers only): the base lives as long as
-  the item does, which a WeakKeyDictionary item -> base also gave, at a weak reference and a callback per realize."""
-  def __setitem__(self, si: ScheduleItem, base: LazyBuffer) -> None: si.__dict__["_computes"] = base
-  def __getitem__(self, si: ScheduleItem) -> LazyBuffer: return si.__dict__["_computes"]
-  def get(self, si: ScheduleItem, default=None): return si.__dict__.get("_computes", default)
-_computes = _Computes()
+# the base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
+# `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2)
+_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
