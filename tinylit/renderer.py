@@ -29,6 +29,7 @@ class Renderer:
   global_max: tuple[int, ...] = (2**31 - 1,) * 3   # the grid of workgroups: at most this long in each dimension
   local_dims_max: tuple[int, ...] = (1024, 1024, 64)   # the threads of one workgroup, per dimension
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
+  transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
     return False
@@ -360,6 +361,8 @@ class ClangRenderer(CStyleLanguage):
   device = "CPU"
   arg_suffix = "restrict"
   has_threads, vector_widths = True, (2, 4, 8, 16)
+  # a libm call per value would stop vectorization and spill the vector registers around it (chapter 6a)
+  transcendental_dtypes = (dtypes.float16, dtypes.float32)
   type_map = {dtypes.bool: "_Bool", dtypes.float16: "_Float16", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
   def __init__(self):
