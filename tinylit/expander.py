@@ -184,6 +184,7 @@ _EXP2_COEFFS = [math.log(2) ** k / math.factorial(k) for k in range(8)]   # Tayl
 # ln(1+f) = 2 atanh(s) with s = f/(2+f): 2s + s*R, R = 2s**2/3 + 2s**4/5 + ..., a polynomial in s*s
 _LOG_COEFFS = [2 / (2 * k + 1) for k in range(1, 6)]
 _LOG2E = 1 / math.log(2)
+_SQRT_HALF_BITS = 0x3F3504F3   # the bits of sqrt(1/2) in float32
 _LOG2E_HI = float(np.float32(_LOG2E))   # 1/ln2 as two float32s: the low part carries what the first one rounded off
 
 def _f32(x: UOp, v: float) -> UOp: return UOp.const(x.dtype, v)
@@ -206,7 +207,7 @@ def xexp2(d: UOp) -> UOp:
   t = x + _MAGIC
   f = x - (t - _MAGIC)
   q = _bits(t, dtypes.int32) - _MAGIC_BITS
-  half = q // 2
+  half = q.alu(Ops.SHR, 1)   # floor(q/2): both halves in [-80, 65]
   return _horner(f, _EXP2_COEFFS) * _pow2(half) * _pow2(q - half)
 
 def xlog2(d: UOp) -> UOp:
@@ -215,11 +216,11 @@ def xlog2(d: UOp) -> UOp:
   scaled by 2**64 first. 0 gives -inf, a negative number NaN, inf inf."""
   small = d.lt(2.0**-126)
   x = small.where(d * 2.0**64, d)
-  bits = _bits(x, dtypes.int32)
-  m = _bits((bits & 0x7FFFFF) | 0x3F800000, dtypes.float32)   # the mantissa with the exponent of 1.0: [1, 2)
-  big = m.gt(math.sqrt(2))
-  m = big.where(m * 0.5, m)
-  e = (bits.alu(Ops.SHR, 23) - 127).cast(d.dtype) + big.where(1.0, 0.0) - small.where(64.0, 0.0)
+  # subtracting sqrt(1/2)'s bits moves the cut between exponents from 1 to sqrt(1/2): the exponent field is then e,
+  # and the mantissa bits put back on sqrt(1/2)'s are m, with no comparison (musl's logf does the same)
+  shifted = _bits(x, dtypes.int32) - _SQRT_HALF_BITS
+  m = _bits((shifted & 0x7FFFFF) + _SQRT_HALF_BITS, dtypes.float32)
+  e = shifted.alu(Ops.SHR, 23).cast(d.dtype) - small.where(64.0, 0.0)
   f = m - 1.0   # exact, and all of ln(m) but a small correction: f - (f*f/2 - s*(f*f/2 + R)), as in fdlibm's log
   s = f.alu(Ops.FDIV, m + 1.0)
   s2 = s * s
