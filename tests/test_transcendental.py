@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tinylit import Tensor, TinyJit
+from tinylit import Tensor, TinyJit, dtypes
 from tinylit.helpers import Context
 from tinylit.ops import Ops
 from tinylit.realize import method_cache
@@ -128,7 +128,7 @@ def test_float64_keeps_libm(device):
 
 @pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("n", [1, 3, 17, 1023, 65_537])
+@pytest.mark.parametrize("n", [1, 3, 17, 1023, 4096, 65_536, 65_537])
 def test_long_and_odd_lengths(device, mode, n):
   "Vector kernels (the heuristic upcasts long arrays) and their odd tails give what the scalar rewrite gives."
   x = np.random.default_rng(n).uniform(-140, 120, n).astype(np.float32)
@@ -155,16 +155,46 @@ def test_gelu_matmul(device, mode):
   np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
 
-def test_cpu_calls_no_libm():
-  "The reason for the rewrite: the CPU's float32 kernels of exp, log, sigmoid and GELU call no exp2f/log2f."
+def test_cpu_vectors_call_no_libm():
+  """The reason for the rewrite: the CPU's vectorized float32 kernels of exp, log and sigmoid call no exp2f/log2f.
+  A value computed one at a time (the GELU after a matmul whose vector axis is the reduce) keeps exp2f, unless
+  TRANSCENDENTAL=2; float64 keeps exp2()."""
   from tinylit.schedule import create_schedule
   from tinylit.realize import get_program
   from tinylit.device import Device
-  x = Tensor(np.linspace(0.1, 4, 1024, dtype=np.float32)).realize()
-  for t in (x.exp(), x.log(), x.sigmoid(), (x.reshape(32, 32) @ x.reshape(32, 32)).gelu()):
+  def src(t: Tensor) -> str:
     (si,) = create_schedule([t.lazydata])
-    src = get_program(si.ast, Device["CPU"].renderer).src
-    assert "exp2f(" not in src and "log2f(" not in src, src
+    return get_program(si.ast, Device["CPU"].renderer).src
+  x = Tensor(np.linspace(0.1, 4, 4096, dtype=np.float32)).realize()
+  for t in (x.exp(), x.log(), x.sigmoid()):
+    s = src(t)
+    assert "float16" in s and "exp2f(" not in s and "log2f(" not in s, s
+  a, w = Tensor(np.ones((64, 128), np.float32)).realize(), Tensor(np.ones((96, 128), np.float32)).realize()
+  assert "exp2f(" in src((a @ w.T).gelu())
+  with Context(TRANSCENDENTAL=2): assert "exp2f(" not in src((a @ w.T).gelu())
   x64 = Tensor(np.linspace(0.1, 4, 64)).realize()
-  (si,) = create_schedule([x64.exp().lazydata])
-  assert "exp2(" in get_program(si.ast, Device["CPU"].renderer).src
+  assert "exp2(" in src(x64.exp())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [16, 4096, 4099, 65_536])   # 4096 and 65536 become 16-wide vectors on the CPU
+def test_vector_masks(device, n):
+  """The C renderer's vector compares give masks of -1 (chapter 7): a compare that is cast, stored as bool, selected
+  on or combined must still mean 1/True, and int32 vector arithmetic still wraps like numpy's."""
+  rng = np.random.default_rng(n)
+  a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+  ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+  np.testing.assert_array_equal((ta < tb).cast(dtypes.float32).numpy(), (a < b).astype(np.float32))
+  np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+  np.testing.assert_array_equal((ta != tb * 0 + ta).numpy(), np.zeros(n, bool))
+  np.testing.assert_array_equal((ta < tb).where(ta, tb).numpy(), np.where(a < b, a, b))
+  np.testing.assert_array_equal(((ta < 0) & (tb < 0)).numpy(), (a < 0) & (b < 0))
+  np.testing.assert_array_equal((ta < 0).where(1.0, 0.0).sum().numpy(), np.float32((a < 0).sum()))
+  big = rng.integers(2**30, 2**31 - 1, n, dtype=np.int32)
+  ti = Tensor(big, device=device)
+  with np.errstate(over="ignore"):
+    np.testing.assert_array_equal((ti + ti).numpy(), big + big)
+    np.testing.assert_array_equal((ti * 3).numpy(), big * np.int32(3))
+  np.testing.assert_array_equal((ti < 2**30 + 2**29).where(ti, -ti).numpy(), np.where(big < 2**30 + 2**29, big, -big))
+  np.testing.assert_array_equal(ti.cast(dtypes.float32).numpy(), big.astype(np.float32))
+  np.testing.assert_array_equal(ta.bitcast(dtypes.int32).numpy(), a.view(np.int32))

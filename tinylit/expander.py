@@ -30,7 +30,7 @@ class ExpandContext:
   def __init__(self, sink: UOp, opts: Any):
     self.lane = next((u for u in sink.toposort if u.op is Ops.RANGE and u.arg[1] == "vector"), None)
     self.width = self.lane.src[0].arg if self.lane is not None else 1
-    self.opts, self.memo, self.accs = opts, {}, 0
+    self.opts, self.memo, self.lanes_memo, self.accs = opts, {}, {}, 0
   def depends(self, u: UOp) -> bool: return _depends(u, self.lane, self.memo)
   def at(self, u: UOp, i: int) -> UOp:
     "`u` in lane `i`: the lane range replaced by the constant i."
@@ -232,11 +232,21 @@ def xlog2(d: UOp) -> UOp:
   r = d.ne(math.inf).where(r, math.inf)
   return d.ne(d).where(d, r)   # NaN in, NaN out
 
+def _lanes(ctx: ExpandContext, u: UOp) -> bool:
+  "Will `u` be a vector: does it vary along the lane range, other than through a reduce over it (whose result doesn't)?"
+  if ctx.lane is None: return False
+  if u not in ctx.lanes_memo:
+    if u.op is Ops.REDUCE and ctx.lane in u.src[1:]: ctx.lanes_memo[u] = False
+    else: ctx.lanes_memo[u] = u is ctx.lane or any(_lanes(ctx, s) for s in u.src)
+  return ctx.lanes_memo[u]
+
 def _transcendental(ctx: ExpandContext, x: UOp) -> UOp | None:
-  "EXP2 or LOG2 as ALU ops where the device asks for them; float16 computes in float32 and rounds once at the end."
+  """EXP2 or LOG2 as ALU ops where the device asks for them and the value will be a vector (on one value at a time
+  the C library's function is as fast, measured below); float16 computes in float32 and rounds once at the end."""
   dt = x.dtype.scalar()
-  wanted = (dtypes.float16, dtypes.float32) if TRANSCENDENTAL >= 2 else getattr(ctx.opts, "transcendental_dtypes", ())
-  if TRANSCENDENTAL < 1 or dt not in wanted: return None
+  if TRANSCENDENTAL >= 2: wanted = dt in (dtypes.float16, dtypes.float32)
+  else: wanted = TRANSCENDENTAL >= 1 and dt in getattr(ctx.opts, "transcendental_dtypes", ()) and _lanes(ctx, x)
+  if not wanted: return None
   # it runs before the vectorize pass: every op here is still one lane, and vectorizes (or not) like any other
   return {Ops.EXP2: xexp2, Ops.LOG2: xlog2}[x.op](x.src[0].cast(dtypes.float32)).cast(x.dtype)
 

@@ -379,7 +379,7 @@ class ClangRenderer(CStyleLanguage):
   device = "CPU"
   arg_suffix = "restrict"
   has_threads, vector_widths = True, (2, 4, 8, 16)
-  # a libm call per value would stop vectorization and spill the vector registers around it (chapter 6a)
+  # libm computes one value at a time: on a vector, exp2/log2 from ALU ops stay whole vectors (chapter 6a)
   transcendental_dtypes = (dtypes.float16, dtypes.float32)
   type_map = {dtypes.bool: "_Bool", dtypes.float16: "_Float16", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
