@@ -406,8 +406,9 @@ class ClangRenderer(CStyleLanguage):
     # a vector type: `vector_size` in bytes, and element alignment, so that a load from any element's address is fine
     # (a mask is a vector of int; a select and a wrapping int op need the int and unsigned vectors of the same width)
     vecs = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool}
-    vecs |= {t.vec(u.dtype.count) for u in uops if u.dtype is not None and u.dtype.count > 1 and
-             (u.op is Ops.WHERE or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32)) for t in (dtypes.int32, dtypes.uint32)}
+    masked = [u.dtype.count for u in uops if u.dtype is not None and u.dtype.count > 1 and
+              ((u.op is Ops.WHERE and u.src[0].dtype.count > 1) or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32))]
+    vecs |= {t.vec(n) for n in masked for t in (dtypes.int32, dtypes.uint32)}
     vecs = sorted(vecs, key=lambda d: (d.priority, d.count))
     typedefs = [f"typedef {self.render_dtype(d.scalar())} {self.render_dtype(d)} __attribute__((vector_size({d.itemsize}), "
                 f"aligned({d.scalar().itemsize})));" for d in vecs]
