@@ -95,6 +95,8 @@ def profile(name: str, step, args, min_mflop: float, top: int) -> list[float]:
     if flops < min_mflop * 1e6: continue
     # the name lists every axis of the loop nest: its size over the outputs is the reduce's size
     red = max(1, math.prod(int(x) for x in re.findall(r"\d+", kname.split("n")[0])) // out)
+    # an elementwise kernel (exp2/log2 built from ALU ops count as ~30 FLOPs a value) has no matmul to compare with
+    if red == 1: continue
     m, k, n = near_matmul(out, red)
     mm = 2 * m * k * n / matmul_seconds(m, k, n) / 1e9
     gf = flops / secs / 1e9

@@ -4,17 +4,19 @@
 
 # %% ../nbs/06a_expander.ipynb #44705cff
 from __future__ import annotations
-import functools
+import functools, math
+import numpy as np
 from typing import Any
 from .dtype import dtypes
+from .helpers import TRANSCENDENTAL
 from .ops import Ops, GroupOp, UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .ops import split_add
 from .symbolic import fold_constants, symbolic
 
 # %% auto #0
-__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'cleanup', 'vector_cleanup', 'ExpandContext',
-           'broadcast', 'gep', 'expand']
+__all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'transcendental', 'cleanup', 'vector_cleanup',
+           'ExpandContext', 'broadcast', 'gep', 'xexp2', 'xlog2', 'expand']
 
 # %% ../nbs/06a_expander.ipynb #6bc078ad
 def _depends(u: UOp, r: UOp | None, memo: dict) -> bool:
@@ -28,7 +30,7 @@ class ExpandContext:
   def __init__(self, sink: UOp, opts: Any):
     self.lane = next((u for u in sink.toposort if u.op is Ops.RANGE and u.arg[1] == "vector"), None)
     self.width = self.lane.src[0].arg if self.lane is not None else 1
-    self.opts, self.memo, self.accs = opts, {}, 0
+    self.opts, self.memo, self.lanes_memo, self.accs = opts, {}, {}, 0
   def depends(self, u: UOp) -> bool: return _depends(u, self.lane, self.memo)
   def at(self, u: UOp, i: int) -> UOp:
     "`u` in lane `i`: the lane range replaced by the constant i."
@@ -173,6 +175,84 @@ devectorize = PatternMatcher([
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("val")), name="x"), _devectorize_store),
 ])
 
+# %% ../nbs/06a_expander.ipynb #tr4nsc02
+# TRANSCENDENTAL (chapter 8c's helpers, as in tinygrad): 0 always the math library; 1 ALU ops where the renderer
+# asks for them (`transcendental_dtypes`); 2 ALU ops on every device, so that tests can run them everywhere
+_MAGIC = 1.5 * 2**23   # x + _MAGIC rounds a float32 x (|x| < 2**22) to an integer, kept in the low mantissa bits
+_MAGIC_BITS = 0x4B400000   # _MAGIC's own bits: subtracted, they leave that integer as an int32
+_EXP2_COEFFS = [math.log(2) ** k / math.factorial(k) for k in range(8)]   # Taylor: 2**f = sum (f ln 2)**k / k!
+# ln(1+f) = 2 atanh(s) with s = f/(2+f): 2s + s*R, R = 2s**2/3 + 2s**4/5 + ..., a polynomial in s*s
+_LOG_COEFFS = [2 / (2 * k + 1) for k in range(1, 6)]
+_LOG2E = 1 / math.log(2)
+_SQRT_HALF_BITS = 0x3F3504F3   # the bits of sqrt(1/2) in float32
+_LOG2E_HI = float(np.float32(_LOG2E))   # 1/ln2 as two float32s: the low part carries what the first one rounded off
+
+def _f32(x: UOp, v: float) -> UOp: return UOp.const(x.dtype, v)
+def _bits(x: UOp, dt) -> UOp: return UOp(Ops.BITCAST, dt, (x,))   # the same 32 bits read as `dt` (float32 <-> int32)
+def _horner(x: UOp, coeffs: list[float]) -> UOp:
+  "c0 + x*(c1 + x*(c2 + ...)): one multiply and one add per coefficient."
+  acc = _f32(x, coeffs[-1])
+  for c in reversed(coeffs[:-1]): acc = acc * x + _f32(x, c)
+  return acc
+
+def _pow2(e: UOp) -> UOp:
+  "2**e, a float32, for an int32 e in [-126, 127]: e + 127 shifted into the exponent field, the mantissa 0."
+  return _bits((e + 127).alu(Ops.SHL, 23), dtypes.float32)
+
+def xexp2(d: UOp) -> UOp:
+  """2**d in float32 from adds, multiplies and bit operations. d = q + f with q an integer and |f| <= 1/2; 2**f is
+  a polynomial, 2**q goes into the exponent field. q is applied in two halves so that results down to the smallest
+  denormal (and up to overflow) come out of one rounding. NaN passes through, +inf gives inf, -inf gives 0."""
+  x = d.lt(-160.0).where(-160.0, d.gt(130.0).where(130.0, d))   # beyond these, 0 and inf; NaN fails both tests
+  t = x + _MAGIC
+  f = x - (t - _MAGIC)
+  q = _bits(t, dtypes.int32) - _MAGIC_BITS
+  half = q.alu(Ops.SHR, 1)   # floor(q/2): both halves in [-80, 65]
+  return _horner(f, _EXP2_COEFFS) * _pow2(half) * _pow2(q - half)
+
+def xlog2(d: UOp) -> UOp:
+  """log2(d) in float32: d = m * 2**e with m in [sqrt(1/2), sqrt(2)), e read from the exponent field, and
+  ln(m) = f - (small correction), f = m - 1 exact, the correction a polynomial in s = f/(2+f). A denormal is
+  scaled by 2**64 first. 0 gives -inf, a negative number NaN, inf inf."""
+  small = d.lt(2.0**-126)
+  x = small.where(d * 2.0**64, d)
+  # subtracting sqrt(1/2)'s bits moves the cut between exponents from 1 to sqrt(1/2): the exponent field is then e,
+  # and the mantissa bits put back on sqrt(1/2)'s are m, with no comparison (musl's logf does the same)
+  shifted = _bits(x, dtypes.int32) - _SQRT_HALF_BITS
+  m = _bits((shifted & 0x7FFFFF) + _SQRT_HALF_BITS, dtypes.float32)
+  e = shifted.alu(Ops.SHR, 23).cast(d.dtype) - small.where(64.0, 0.0)
+  f = m - 1.0   # exact, and all of ln(m) but a small correction: f - (f*f/2 - s*(f*f/2 + R)), as in fdlibm's log
+  s = f.alu(Ops.FDIV, m + 1.0)
+  s2 = s * s
+  hfsq = f * f * 0.5
+  correction = hfsq - s * (hfsq + s2 * _horner(s2, _LOG_COEFFS))
+  r = e + (f * _LOG2E_HI + (f * (_LOG2E - _LOG2E_HI) - correction * _LOG2E))
+  r = d.lt(0.0).where(math.nan, r)
+  r = d.ne(0.0).where(r, -math.inf)
+  r = d.ne(math.inf).where(r, math.inf)
+  return d.ne(d).where(d, r)   # NaN in, NaN out
+
+def _lanes(ctx: ExpandContext, u: UOp) -> bool:
+  "Will `u` be a vector: does it vary along the lane range, other than through a reduce over it (whose result doesn't)?"
+  if ctx.lane is None: return False
+  if u not in ctx.lanes_memo:
+    if u.op is Ops.REDUCE and ctx.lane in u.src[1:]: ctx.lanes_memo[u] = False
+    else: ctx.lanes_memo[u] = u is ctx.lane or any(_lanes(ctx, s) for s in u.src)
+  return ctx.lanes_memo[u]
+
+def _transcendental(ctx: ExpandContext, x: UOp) -> UOp | None:
+  """EXP2 or LOG2 as ALU ops where the device asks for them and the value will be a vector (on one value at a time
+  the C library's function is as fast, measured below); float16 computes in float32 and rounds once at the end."""
+  dt = x.dtype.scalar()
+  if TRANSCENDENTAL >= 2: wanted = dt in (dtypes.float16, dtypes.float32)
+  else: wanted = TRANSCENDENTAL >= 1 and dt in getattr(ctx.opts, "transcendental_dtypes", ()) and _lanes(ctx, x)
+  if not wanted: return None
+  # it runs before the vectorize pass: every op here is still one lane, and vectorizes (or not) like any other
+  return {Ops.EXP2: xexp2, Ops.LOG2: xlog2}[x.op](x.src[0].cast(dtypes.float32)).cast(x.dtype)
+
+transcendental = PatternMatcher([(UPat((Ops.EXP2, Ops.LOG2), name="x"), _transcendental)])
+
+
 # %% ../nbs/06a_expander.ipynb #2b641664
 def _gep(x: UOp) -> UOp | None:
   src, i = x.src[0], x.arg
@@ -208,8 +288,9 @@ vector_cleanup = PatternMatcher([
 ]) + cleanup
 
 def expand(sink: UOp, opts: Any) -> UOp:
-  "Vectors for the vector axis, accumulators for reduces, lanes where the device needs them."
+  "exp2 and log2 from ALU ops where the device wants them, vectors for the vector axis, accumulators for reduces, lanes where the device needs them."
   ctx = ExpandContext(sink, opts)
+  sink = graph_rewrite(sink, transcendental, ctx=ctx)
   if ctx.lane is not None:
     sink = graph_rewrite(sink, fold_lanes, ctx=ctx)
     sink = graph_rewrite(sink, vectorize, ctx=ctx)

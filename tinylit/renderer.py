@@ -29,6 +29,7 @@ class Renderer:
   global_max: tuple[int, ...] = (2**31 - 1,) * 3   # the grid of workgroups: at most this long in each dimension
   local_dims_max: tuple[int, ...] = (1024, 1024, 64)   # the threads of one workgroup, per dimension
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
+  transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
     return False
@@ -127,11 +128,12 @@ def _render_alu(ctx: CStyleLanguage, x: UOp) -> str:
   if x.op in (Ops.IDIV, Ops.MOD) and not dtypes.is_float(x.dtype): out = ctx.render_int_div(x, *srcs)
   else:
     # index arithmetic stays plain signed C (sizes are checked to fit); arithmetic on data wraps like numpy's
-    wrap = x.op in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.SHL) and x.dtype in _UNSIGNED_OF and _is_data(x, ctx.data_memo)
-    if wrap: srcs = [f"(({ctx.render_dtype(_UNSIGNED_OF[x.dtype])}){s})" for s in srcs]
+    # (a vector of int32 too, through the unsigned vector of its width: GCC casts between vector types keep the bits)
+    wrap = x.op in (Ops.ADD, Ops.MUL, Ops.NEG, Ops.SHL) and x.dtype.scalar() in _UNSIGNED_OF and _is_data(x, ctx.data_memo)
+    if wrap: srcs = [f"(({ctx.render_dtype(_UNSIGNED_OF[x.dtype.scalar()].vec(x.dtype.count))}){s})" for s in srcs]
     out = ctx.code_for_op[x.op](*srcs, dtype=x.dtype, src_dtype=x.src[0].dtype)
     if not (wrap or (x.op in _ROUNDING_OPS and x.dtype in _NARROW)): return out
-  return f"(({ctx.render_dtype(x.dtype)})({out}))" if x.dtype in _NARROW + tuple(_UNSIGNED_OF) else out
+  return f"(({ctx.render_dtype(x.dtype)})({out}))" if x.dtype.scalar() in _NARROW + tuple(_UNSIGNED_OF) else out
 
 def _render_bf16_alu(ctx: CStyleLanguage, x: UOp) -> str:
   "bfloat16 math in float32: operands widened, the result rounded back (each op rounds, as on the host)."
@@ -174,6 +176,8 @@ string_rewrite = PatternMatcher([
   (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.render_cast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
   (UPat(Ops.BITCAST, name="x"), lambda ctx, x: ctx.render_bitcast(x.dtype, ctx.r[x.src[0]], x.src[0].dtype)),
   (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.render_vector(x.dtype, [ctx.r[s] for s in x.src])),
+  # a lane of a bool vector: C's vector compare gives -1 for true, so the lane is tested, which makes it 0 or 1
+  (UPat(Ops.GEP, dtype=dtypes.bool, name="x"), lambda ctx, x: f"({ctx.render_gep(ctx.r[x.src[0]], x.arg)}!=0)"),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.render_gep(ctx.r[x.src[0]], x.arg)),
   (UPat(tuple(GroupOp.ALU), name="x"), _render_alu),
 ])
@@ -293,7 +297,7 @@ class CStyleLanguage(Renderer):
     # an op whose C text repeats an operand (max, a guarded division, a float-to-int cast's range test) gets named
     # operands, not inlined ones: a chain of inlined maxes would repeat text exponentially
     uses = Counter(s for u in uops for s in u.src for _ in range(2 if u.op in (Ops.MAX, Ops.IDIV, Ops.MOD) or
-                                                                   _is_float_to_int(u) else 1))
+                                                                   _is_float_to_int(u) or (u.op is Ops.WHERE and u.dtype.count > 1) else 1))
     block, blocks = 0, {}
     for u in uops:  # a loop boundary starts a new block: values are only inlined within one block
       if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): block += 1
@@ -354,24 +358,58 @@ def _c_supports_vector(renderer: Renderer, u: UOp) -> bool:
   if u.op in (Ops.LOAD, Ops.STORE): return True
   return u.op in _VECTOR_ALU and dtypes.is_float(dt)
 
+_MASKED = (dtypes.float32, dtypes.int32, dtypes.uint32)   # 4-byte lanes: a comparison of them is a vector of int
+
+def _clang_supports_vector(renderer: Renderer, u: UOp) -> bool:
+  """GCC's vectors in C also compare 4-byte lanes (giving a vector of int, -1 where true), select with such a mask
+  (as bit operations), do int32 bit arithmetic, and convert int32 to float32: enough for chapter 6a's exp2 and log2."""
+  if u.dtype is None or u.dtype.count == 1: return _c_supports_vector(renderer, u)
+  if u.op in (Ops.CMPLT, Ops.CMPNE): return u.src[0].dtype.scalar() in _MASKED
+  if u.op is Ops.WHERE:   # only a mask straight from a comparison (a bool vector built from lanes holds 1, not -1)
+    return u.dtype.scalar() in _MASKED and u.src[0].op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].src[0].dtype.scalar() in _MASKED
+  if u.op is Ops.BITCAST: return u.dtype.scalar() in _MASKED and u.src[0].dtype.scalar() in _MASKED
+  if u.op is Ops.CAST: return u.dtype.scalar() == dtypes.float32 and u.src[0].dtype.scalar() in (dtypes.int32,)
+  if u.op in (Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR) and u.dtype.scalar() in (dtypes.int32, dtypes.uint32):
+    return True
+  return _c_supports_vector(renderer, u)
+
 class ClangRenderer(CStyleLanguage):
   """C for the CPU, compiled by the system C compiler. Loops are for loops; the thread axis is `core_id`, a parameter
   that says which of the CPU threads this call is; vectors are GCC/Clang vector types."""
   device = "CPU"
   arg_suffix = "restrict"
   has_threads, vector_widths = True, (2, 4, 8, 16)
+  # libm computes one value at a time: on a vector, exp2/log2 from ALU ops stay whole vectors (chapter 6a)
+  transcendental_dtypes = (dtypes.float16, dtypes.float32)
   type_map = {dtypes.bool: "_Bool", dtypes.float16: "_Float16", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
+  supports_vector = _clang_supports_vector
+  code_for_workitem = {"t": lambda dim: "core_id"}
+  def render_dtype(self, dt: DType) -> str:   # a vector of bools is a mask: a vector of int, -1 where true
+    return super().render_dtype(dtypes.int32.vec(dt.count) if dt.count > 1 and dt.scalar() == dtypes.bool else dt)
+  def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
+    # a cast between GCC vector types reinterprets the bits: converting the values lane by lane is a builtin
+    return f"__builtin_convertvector({x}, {self.render_dtype(dt)})" if dt.count > 1 else super().render_cast(dt, x, src_dt)
   def __init__(self):
     super().__init__()
     self.threads = getenv("CPU_THREADS", os.cpu_count() or 1)
-  supports_vector = _c_supports_vector
-  code_for_workitem = {"t": lambda dim: "core_id"}
+    where = self.code_for_op[Ops.WHERE]
+    self.code_for_op[Ops.WHERE] = lambda c, a, b, dtype, src_dtype: self.render_select(c, a, b, dtype) if dtype.count > 1 and \
+      src_dtype.count > 1 else where(c, a, b, dtype=dtype, src_dtype=src_dtype)
+  def render_select(self, c: str, a: str, b: str, dt: DType) -> str:
+    "A vector `c ? a : b` in C: the mask's bits pick a's bits or b's (C, unlike C++, has no vector `?:`)."
+    bits = self.render_dtype(dtypes.int32.vec(dt.count))
+    return f"(({self.render_dtype(dt)})((({bits}){a}&{c})|(({bits}){b}&~{c})))"
   def preamble(self, uops: list[UOp]) -> str:
     need_math = any(u.op in self.math_funcs or (u.op is Ops.CONST and dtypes.is_float(u.dtype) and not
                                                 all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg]))) for u in uops)
     # a vector type: `vector_size` in bytes, and element alignment, so that a load from any element's address is fine
-    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1}, key=lambda d: (d.priority, d.count))
+    # (a mask is a vector of int; a select and a wrapping int op need the int and unsigned vectors of the same width)
+    vecs = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool}
+    masked = [u.dtype.count for u in uops if u.dtype is not None and u.dtype.count > 1 and
+              ((u.op is Ops.WHERE and u.src[0].dtype.count > 1) or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32))]
+    vecs |= {t.vec(n) for n in masked for t in (dtypes.int32, dtypes.uint32)}
+    vecs = sorted(vecs, key=lambda d: (d.priority, d.count))
     typedefs = [f"typedef {self.render_dtype(d.scalar())} {self.render_dtype(d)} __attribute__((vector_size({d.itemsize}), "
                 f"aligned({d.scalar().itemsize})));" for d in vecs]
     return ("#include <math.h>\n" if need_math else "") + "".join(t + "\n" for t in typedefs)
