@@ -220,7 +220,7 @@ def xlog2(d: UOp) -> UOp:
   # and the mantissa bits put back on sqrt(1/2)'s are m, with no comparison (musl's logf does the same)
   shifted = _bits(x, dtypes.int32) - _SQRT_HALF_BITS
   m = _bits((shifted & 0x7FFFFF) + _SQRT_HALF_BITS, dtypes.float32)
-  e = shifted.alu(Ops.SHR, 23).cast(d.dtype) - small.where(64.0, 0.0)
+  e = shifted.alu(Ops.SHR, 23).cast(d.dtype) - small.where(d.const_like(64.0), 0.0)
   f = m - 1.0   # exact, and all of ln(m) but a small correction: f - (f*f/2 - s*(f*f/2 + R)), as in fdlibm's log
   s = f.alu(Ops.FDIV, m + 1.0)
   s2 = s * s

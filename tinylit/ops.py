@@ -11,9 +11,9 @@ import numpy as np
 from .dtype import DType, dtypes, truncate_bf16
 
 # %% auto #0
-__all__ = ['python_alu', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'MathTrait', 'UOp', 'render_symbolic',
-           'pretty_print', 'split_add', 'term_coefficient', 'build_sum', 'ssimplify', 'smax', 'smin', 'sym_infer',
-           'resolve']
+__all__ = ['python_alu', 'THROUGH_INT64', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'MathTrait', 'UOp',
+           'render_symbolic', 'pretty_print', 'split_add', 'term_coefficient', 'build_sum', 'ssimplify', 'smax', 'smin',
+           'sym_infer', 'resolve']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -104,13 +104,13 @@ def _to_np(x, dtype: DType) -> np.ndarray:
   return arr.astype(dtype.np)
 
 # the types an x86-64 C compiler converts a float to through a 64-bit integer; the others go through int32
-_THROUGH_INT64 = (dtypes.int64, dtypes.uint32, dtypes.uint64)
+THROUGH_INT64 = (dtypes.int64, dtypes.uint32, dtypes.uint64)
 
 def _float_to_int(arr: np.ndarray, dtype: DType) -> np.ndarray:
   """Float to int with one answer for every input, x86-64's: truncate toward zero into int32 (int64 for int64,
   uint32 and uint64), where NaN, ±inf and values out of range become that type's minimum; then wrap to `dtype`.
   uint64 takes a value from 2**63 up as 2**63 plus the rest, converted the same way."""
-  half = 2.0 ** 63 if dtype in _THROUGH_INT64 else 2.0 ** 31
+  half = 2.0 ** 63 if dtype in THROUGH_INT64 else 2.0 ** 31
   def truncate(y):   # x86's cvttsd2si: the minimum for anything it can't represent (NaN fails both tests)
     t = np.trunc(y)
     return np.where((t >= -half) & (t < half), t, -half).astype(np.int64)

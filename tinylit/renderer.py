@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .dtype import DType, DTYPES_DICT, dtypes, float_to_bf16
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
-from .ops import Ops, GroupOp, UOp, sint, _THROUGH_INT64, split_add, term_coefficient
+from .ops import Ops, GroupOp, UOp, sint, THROUGH_INT64, split_add, term_coefficient
 
 # %% auto #0
 __all__ = ['string_rewrite', 'Renderer', 'count_ops', 'launch_dims', 'ProgramSpec', 'kernel_vars', 'CStyleLanguage',
@@ -223,7 +223,7 @@ class CStyleLanguage(Renderer):
     """Float to int as chapter 3 defines it (`_float_to_int`): C leaves the cast of NaN, ±inf or an out-of-range float
     undefined (x86 gives INT_MIN, a GPU saturates), so the range of int32 (int64) is tested first, and a value out
     of it gives that type's minimum, wrapped to `dt` like any other."""
-    wide = dtypes.int64 if dt in _THROUGH_INT64 else dtypes.int32
+    wide = dtypes.int64 if dt in THROUGH_INT64 else dtypes.int32
     if src_dt == dtypes.float16: x, src_dt = f"((float)({x}))", dtypes.float32   # compared as a float
     half = 2 ** (8 * wide.itemsize - 1)
     def lit(v: int) -> str: return f"{v}.0" + ("f" if src_dt == dtypes.float32 else "")   # exact: a power of two
