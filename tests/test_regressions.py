@@ -564,3 +564,14 @@ def test_signed_zero_constants_stay_apart(device):
   np.testing.assert_array_equal((1 / neg).numpy(), [-np.inf, -np.inf])
   x = Tensor([1.0, 2.0], device=device)
   np.testing.assert_array_equal((1 / (x * -0.0)).numpy(), [-np.inf, -np.inf])
+
+
+@pytest.mark.parametrize("device", ALL)
+def test_constant_scalar_index_beside_tensor_indices(device):
+  # a constant 0-d tensor index was turned into an int even beside other tensor indices, which moved the advanced
+  # dims: x[t0, 0, None, t] came out (1, 2, 2) where numpy and torch give (2, 2, 1) (pure fuzzer, CPU seed 101)
+  x = np.array([-1.5, 1.1, -1.9, 2.0], dtype=np.float32).reshape(4, 1, 1)
+  i0, i = np.array(0, dtype=np.int32), np.array([[0, 0], [0, 0]], dtype=np.int32)
+  got = Tensor(x, device=device)[Tensor(i0, device=device), 0, None, Tensor(i, device=device)]
+  np.testing.assert_array_equal(got.numpy(), x[i0, 0, None, i])
+  np.testing.assert_array_equal(Tensor(x, device=device)[Tensor(i0, device=device)].numpy(), x[i0])

@@ -268,12 +268,16 @@ class IndexMethods:
     there), the cuts [(axis, lo, hi, step)] that made it, the view (x reshaped: int axes dropped, None axes added),
     and the index tensors with the view axis each applies to."""
     x, axis, view_shape, cuts, tensor_dims = self, 0, [], [], []
-    for idx in self._index_items(indices):
+    items = self._index_items(indices)
+    # a constant 0-d index is an int (a view, no gather) where every tensor index is one: beside a tensor index with
+    # dims it is one of the advanced indices, which decide where numpy and torch place those dims
+    lone = all(i.shape == () and i.lazydata.is_unrealized_unmasked_const() for i in items if isinstance(i, type(self)))
+    for idx in items:
       if idx is None:
         view_shape.append(1)
         continue
       size = self.shape[axis]
-      if isinstance(idx, type(self)) and idx.shape == () and idx.lazydata.is_unrealized_unmasked_const() and \
+      if lone and isinstance(idx, type(self)) and idx.shape == () and idx.lazydata.is_unrealized_unmasked_const() and \
          -size <= idx.lazydata.const_arg < size: idx = int(idx.lazydata.const_arg)   # a constant index: a view, no gather
       if isinstance(idx, type(self)):
         tensor_dims.append((len(view_shape), idx))
