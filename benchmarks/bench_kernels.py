@@ -19,26 +19,18 @@ from tinylit import Tensor, TinyJit, nn
 from tinylit.lazy import lazycache
 from tinylit.ops import sym_infer
 
+from bench import mlp_train_step  # benchmarks/ is on the path: this script's own folder
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def mlp_step():
-  "The MLP 784-256-10 with SGD, batch 128 (benchmarks/bench.py's train step): a jitted step and its inputs."
-  Tensor.manual_seed(0)
-  l1, l2 = nn.Linear(784, 256), nn.Linear(256, 10)
-  opt = nn.optim.SGD([l1.weight, l1.bias, l2.weight, l2.bias], lr=0.01)
-  @TinyJit
-  def step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
-    return loss.realize()
+  "The MLP 784-256-10 with SGD, batch 128 (benchmarks/bench.py's train step, jitted) and its inputs."
+  _, step = mlp_train_step()
   rng = np.random.default_rng(0)
   x = Tensor(rng.standard_normal((128, 784)).astype(np.float32)).realize()
   y = Tensor(rng.integers(0, 10, 128).astype(np.int32)).realize()
-  return step, (x, y)
+  return TinyJit(step), (x, y)
 
 
 def gpt_step(vocab: int):
