@@ -11,9 +11,9 @@ import numpy as np
 from .dtype import DType, dtypes, truncate_bf16
 
 # %% auto #0
-__all__ = ['python_alu', 'THROUGH_INT64', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'MathTrait', 'UOp',
-           'render_symbolic', 'pretty_print', 'split_add', 'term_coefficient', 'build_sum', 'ssimplify', 'smax', 'smin',
-           'sym_infer', 'resolve']
+__all__ = ['python_alu', 'THROUGH_INT64', 'sint', 'Variable', 'Ops', 'GroupOp', 'exec_alu', 'UOpMetaClass', 'operator',
+           'SimpleMathTrait', 'MathTrait', 'UOp', 'render_symbolic', 'pretty_print', 'split_add', 'term_coefficient',
+           'build_sum', 'ssimplify', 'smax', 'smin', 'sym_infer', 'resolve']
 
 # %% ../nbs/03_uop.ipynb #2987ed3f
 class Ops(Enum):
@@ -132,11 +132,35 @@ class UOpMetaClass(type):
     return ret
 
 # %% ../nbs/03_uop.ipynb #a7b1c002
-class MathTrait:
-  """Python's operators for every type that builds a graph of ops: `UOp` (here), `UPat` (chapter 5) and `LazyBuffer`
-  (chapter 2). A subclass supplies `alu(op, *srcs)` and `const_like(value)`; every operator is written from those two.
-  `==` and `!=` stay Python's identity (UOps and UPats are dict keys): `eq` and `ne` build the comparison."""
+def operator(method: str, reverse: bool = False, inplace: bool = False):
+  """One of Python's operators as a call of the method of that name: `a + b` is `a.add(b)`; reverse, `1 - b` is
+  `b.sub(1, True)`; in place, `a += b` is `a.assign(a.add(b))` (Tensor's, chapter 1f)."""
+  def op(self, x):
+    if reverse: return getattr(self, method)(x, True)
+    return self.assign(getattr(self, method)(x)) if inplace else getattr(self, method)(x)
+  op.__name__ = op.__qualname__ = f"__{'r' if reverse else 'i' if inplace else ''}{method}__"
+  return op
+
+class SimpleMathTrait:
+  """Python's arithmetic and bitwise operators, each a call of the method of that name: the one list of them that
+  `Tensor` (chapter 1f) and the graph types below (`MathTrait`) inherit. A subclass writes the methods."""
   __slots__ = ()   # no fields of its own: UOp and UPat choose their own slots
+  def __neg__(self): return self.neg()
+  __add__, __radd__ = operator("add"), operator("add", reverse=True)
+  __sub__, __rsub__ = operator("sub"), operator("sub", reverse=True)
+  __mul__, __rmul__ = operator("mul"), operator("mul", reverse=True)
+  __truediv__, __rtruediv__ = operator("div"), operator("div", reverse=True)
+  __mod__, __rmod__ = operator("mod"), operator("mod", reverse=True)
+  __and__, __rand__ = operator("bitwise_and"), operator("bitwise_and", reverse=True)
+  __or__, __ror__ = operator("bitwise_or"), operator("bitwise_or", reverse=True)
+  __xor__, __rxor__ = operator("xor"), operator("xor", reverse=True)
+  __lshift__, __rshift__ = operator("lshift"), operator("rshift")
+
+class MathTrait(SimpleMathTrait):
+  """The operators for every type that builds a graph of ops: `UOp` (here), `UPat` (chapter 5) and `LazyBuffer`
+  (chapter 2). A subclass supplies `alu(op, *srcs)` and `const_like(value)`; every method is written from those two.
+  `==` and `!=` stay Python's identity (UOps and UPats are dict keys): `eq` and `ne` build the comparison."""
+  __slots__ = ()
   def alu(self, op: Ops, *src): raise NotImplementedError(f"{type(self).__name__} has no alu")
   def const_like(self, b): raise NotImplementedError(f"{type(self).__name__} has no const_like")
   def ufix(self, x):
@@ -185,34 +209,10 @@ class MathTrait:
     x = x if isinstance(x, MathTrait) else y.const_like(x)
     return self.alu(Ops.WHERE, x, x.ufix(y))
 
-  def __neg__(self): return self.neg()
-  def __add__(self, x): return self.add(x)
-  def __radd__(self, x): return self.add(x, True)
-  def __sub__(self, x): return self.sub(x)
-  def __rsub__(self, x): return self.sub(x, True)
-  def __mul__(self, x): return self.mul(x)
-  def __rmul__(self, x): return self.mul(x, True)
-  def __truediv__(self, x): return self.div(x)
-  def __rtruediv__(self, x): return self.div(x, True)
-  def __floordiv__(self, x): return self.idiv(x)
-  def __rfloordiv__(self, x): return self.idiv(x, True)
-  def __mod__(self, x): return self.mod(x)
-  def __rmod__(self, x): return self.mod(x, True)
-  def __and__(self, x): return self.bitwise_and(x)
-  def __rand__(self, x): return self.bitwise_and(x, True)
-  def __or__(self, x): return self.bitwise_or(x)
-  def __ror__(self, x): return self.bitwise_or(x, True)
-  def __xor__(self, x): return self.xor(x)
-  def __rxor__(self, x): return self.xor(x, True)
-  def __lshift__(self, x): return self.lshift(x)
-  def __rlshift__(self, x): return self.lshift(x, True)
-  def __rshift__(self, x): return self.rshift(x)
-  def __rrshift__(self, x): return self.rshift(x, True)
-  def __lt__(self, x): return self.lt(x)
-  def __gt__(self, x): return self.gt(x)
-  def __le__(self, x): return self.le(x)
-  def __ge__(self, x): return self.ge(x)
-
+  # integer division is C's here (toward zero); Tensor's `//` is Python's floor and writes its own
+  __floordiv__, __rfloordiv__ = operator("idiv"), operator("idiv", reverse=True)
+  __rlshift__, __rrshift__ = operator("lshift", reverse=True), operator("rshift", reverse=True)
+  __lt__, __gt__, __le__, __ge__ = operator("lt"), operator("gt"), operator("le"), operator("ge")
 
 # %% ../nbs/03_uop.ipynb #327defc6
 class UOp(MathTrait, metaclass=UOpMetaClass):

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 import numpy as np
 from ..dtype import DTypeError, bf16_to_float, dtypes, least_upper_dtype, least_upper_float, to_dtype
-from ..ops import UOp
+from ..ops import SimpleMathTrait, UOp, operator
 from ..realize import capturing
 from ..jit import JitError
 from . import ArgumentError, broadcast_shape
@@ -19,8 +19,9 @@ if TYPE_CHECKING: from tinylit.tensor import Tensor
 __all__ = ['ArithmeticMethods', 'MathMethods', 'ActivationMethods', 'ElementwiseMixin']
 
 # %% ../../nbs/01f_elementwise.ipynb #e2eee9c6
-class ArithmeticMethods:
-  "Binary ops with broadcasting and promotion: arithmetic, comparisons, bitwise ops, and Python's operators."
+class ArithmeticMethods(SimpleMathTrait):
+  """Binary ops with broadcasting and promotion: arithmetic, comparisons, bitwise ops. Python's `+`, `-`, `*`, `/`, `%`,
+  `&`, `|`, `^`, `<<`, `>>` and unary `-` come from `SimpleMathTrait` (chapter 3), which calls the methods below."""
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True, op: str = "op") -> tuple[Tensor, Tensor]:
     "Both operands as Tensors of one shape (numpy broadcasting) and, by default, one dtype (the promotion lattice)."
     x, T = self, type(self)
@@ -171,46 +172,20 @@ class ArithmeticMethods:
     if self.dtype == dtypes.bool: return self.logical_not()
     return self.xor(-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
 
-  # Python's operators
-  def __neg__(self) -> Tensor: return self.neg()
-  def __add__(self, x) -> Tensor: return self.add(x)
-  def __sub__(self, x) -> Tensor: return self.sub(x)
-  def __mul__(self, x) -> Tensor: return self.mul(x)
-  def __truediv__(self, x) -> Tensor: return self.div(x)
-  def __floordiv__(self, x) -> Tensor: return self.floordiv(x)
-  def __mod__(self, x) -> Tensor: return self.mod(x)
-  def __pow__(self, x) -> Tensor: return self.pow(x)
-  def __matmul__(self, x) -> Tensor: return self.matmul(x)
-  def __and__(self, x) -> Tensor: return self.bitwise_and(x)
-  def __or__(self, x) -> Tensor: return self.bitwise_or(x)
-  def __xor__(self, x) -> Tensor: return self.xor(x)
-  def __lshift__(self, x) -> Tensor: return self.lshift(x)
-  def __rshift__(self, x) -> Tensor: return self.rshift(x)
+  # the operators SimpleMathTrait leaves to each type: `//` is Python's floor here (C's in a kernel's IR), and
+  # `**`, `@` and `~` are Tensor's alone
+  __floordiv__, __rfloordiv__ = operator("floordiv"), operator("floordiv", reverse=True)
+  __pow__, __rpow__ = operator("pow"), operator("pow", reverse=True)
+  __matmul__, __rmatmul__ = operator("matmul"), operator("matmul", reverse=True)
   def __invert__(self) -> Tensor: return self.bitwise_not()
-  def __radd__(self, x) -> Tensor: return self.add(x, True)
-  def __rsub__(self, x) -> Tensor: return self.sub(x, True)
-  def __rmul__(self, x) -> Tensor: return self.mul(x, True)
-  def __rtruediv__(self, x) -> Tensor: return self.div(x, True)
-  def __rfloordiv__(self, x) -> Tensor: return self.floordiv(x, True)
-  def __rmod__(self, x) -> Tensor: return self.mod(x, True)
-  def __rpow__(self, x) -> Tensor: return self.pow(x, True)
-  def __rmatmul__(self, x) -> Tensor: return self.matmul(x, True)
-  def __rand__(self, x) -> Tensor: return self.bitwise_and(x, True)
-  def __ror__(self, x) -> Tensor: return self.bitwise_or(x, True)
-  def __rxor__(self, x) -> Tensor: return self.xor(x, True)
-  # in place: compute, then assign into this tensor's memory (optimizers and TinyJit rely on it)
-  def __iadd__(self, x) -> Tensor: return self.assign(self.add(x))
-  def __isub__(self, x) -> Tensor: return self.assign(self.sub(x))
-  def __imul__(self, x) -> Tensor: return self.assign(self.mul(x))
-  def __itruediv__(self, x) -> Tensor: return self.assign(self.div(x))
-  def __ipow__(self, x) -> Tensor: return self.assign(self.pow(x))
-  def __ifloordiv__(self, x) -> Tensor: return self.assign(self.floordiv(x))
-  def __imatmul__(self, x) -> Tensor: return self.assign(self.matmul(x))
-  def __iand__(self, x) -> Tensor: return self.assign(self.bitwise_and(x))
-  def __ior__(self, x) -> Tensor: return self.assign(self.bitwise_or(x))
-  def __ixor__(self, x) -> Tensor: return self.assign(self.xor(x))
-  def __ilshift__(self, x) -> Tensor: return self.assign(self.lshift(x))
-  def __irshift__(self, x) -> Tensor: return self.assign(self.rshift(x))
+  # in place (`x += y`): compute, then assign into this tensor's memory (optimizers and TinyJit rely on it)
+  __iadd__, __isub__, __imul__, __itruediv__ = operator("add", inplace=True), operator("sub", inplace=True), \
+    operator("mul", inplace=True), operator("div", inplace=True)
+  __ipow__, __ifloordiv__, __imatmul__ = operator("pow", inplace=True), operator("floordiv", inplace=True), \
+    operator("matmul", inplace=True)
+  __iand__, __ior__, __ixor__ = operator("bitwise_and", inplace=True), operator("bitwise_or", inplace=True), \
+    operator("xor", inplace=True)
+  __ilshift__, __irshift__ = operator("lshift", inplace=True), operator("rshift", inplace=True)
 
 # %% ../../nbs/01f_elementwise.ipynb #92c5f052
 class MathMethods:
