@@ -50,8 +50,11 @@ def fold_alu(op: Ops, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuf
   """The result of elementwise `op` on `srcs`, if it is known without a kernel: all constants (computed now, with C's
   rules), or an identity: `x+0`, `x*1`, `x//1`, `x/1`, `x|0`, `x^0` are x; `x&0`, `x%1` and an integer `x*0` are 0. None:
   a node must be recorded."""
+  consts = [s.is_unrealized_unmasked_const() for s in srcs]
+  # every fold below needs a known constant among the sources: most ops have none, and are done asking here
+  if not any(consts): return None
   x = srcs[0]
-  if all(s.is_unrealized_unmasked_const() for s in srcs):
+  if all(consts):
     return LazyBuffer.metaop(Ops.CONST, x.shape, out_dtype, x.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
   if len(srcs) != 2 or not out_dtype == x.dtype == srcs[1].dtype: return None
   def is_const(lb: LazyBuffer, value) -> bool: return lb.is_unrealized_unmasked_const() and lb.const_arg == value
@@ -134,7 +137,9 @@ class LazyBuffer(MathTrait):
   def wanted(self, besides: set[LazyBuffer]) -> bool:
     "Can this base still be asked for by anything but the bases in `besides`: a Tensor, or another live base?"
     return bool(self.holders) or any(r not in besides for r in self.readers)
-  def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
+  def is_unrealized_const(self) -> bool:
+    # a realized base's op is BUFFER, so a CONST op is never realized (the fields, not the properties: every op asks)
+    return (self._base if self._base is not None else self).op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
     return self.is_unrealized_const() and not isinstance(self.base.arg, UOp) and all(v.mask is None for v in self.st.views)

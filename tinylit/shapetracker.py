@@ -176,6 +176,7 @@ class ShapeTracker:
   views: tuple[View, ...]
 
   @staticmethod
+  @functools.cache   # immutable, and asked for by every new LazyBuffer and Tensor: one per shape
   def from_shape(shape: tuple[int, ...]) -> ShapeTracker: return ShapeTracker((View.create(tuple(shape)),))
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
