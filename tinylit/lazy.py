@@ -81,6 +81,7 @@ class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
   a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
   (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
+  _sweep_holders_at = 8   # see `hold`
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
@@ -93,7 +94,7 @@ class LazyBuffer(MathTrait):
       self.forced_realize = False
       # the bases computed from it and the Tensors that hold it, both weakly (made on first use: most bases have none)
       self._readers: weakref.WeakSet | None = None
-      self._holders: weakref.WeakValueDictionary | None = None
+      self._holders: dict[int, weakref.ref] | None = None
     elif base.base is not base: raise RuntimeError("a view must sit on a base")
 
   @property
@@ -122,15 +123,22 @@ class LazyBuffer(MathTrait):
     return [r for r in self._readers if r.realized is None] if self._readers is not None else []
   def hold(self, tensor: Any) -> None:
     "Note that `tensor` holds this base or a view of it (chapter 1's Tensor calls it for every lazydata it takes)."
-    if self._holders is None: self._holders = weakref.WeakValueDictionary()
-    self._holders[id(tensor)] = tensor   # by id: a WeakSet would compare two Tensors with ==, which is elementwise
+    # by id (a WeakSet would compare two Tensors with ==, which is elementwise), through a weak reference with no
+    # callback: every op's result is held, and a WeakValueDictionary costs several times as much to make and fill, and
+    # runs a callback when the Tensor dies. The dead are skipped when read, and swept out once the dict has grown to
+    # twice what the last sweep left (and 8 more): a base held by many short-lived views keeps few dead entries
+    if (holders := self._holders) is None: holders = self._holders = {}
+    elif len(holders) >= self._sweep_holders_at:
+      holders = self._holders = {k: ref for k, ref in holders.items() if ref() is not None}
+      self._sweep_holders_at = 2 * len(holders) + 8
+    holders[id(tensor)] = weakref.ref(tensor)
   def release(self, tensor: Any) -> None:
     "`tensor` no longer holds this base."
-    if self._holders is not None: self._holders.pop(id(tensor), None)
+    if self._holders is not None: self._holders.pop(id(tensor), None)   # (under its id, a dead entry at most)
   @property
   def holders(self) -> list:
     "The live Tensors holding this base or a view of it: values somebody can still ask for."
-    return list(self._holders.values()) if self._holders is not None else []
+    return [t for ref in self._holders.values() if (t := ref()) is not None] if self._holders is not None else []
   def pending_readers(self) -> list[LazyBuffer]:
     "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
     return self.readers
