@@ -1,8 +1,10 @@
 """The caches and early returns of issue 17's third overhead pass keep what the longer way did. Each DType is made once,
 so identity is equality, also after a pickle or a copy; Ops hash by identity; ShapeTracker.from_shape hands out one
-immutable tracker per shape; fold_alu still folds every rule after its early return (and still does not fold a float
-x * 0); a graph whose kernel is cached gets the same kernel and values as the first, scheduled one; and a Buffer whose
-__init__ raised is freed without an error. Every test runs on every device."""
+immutable tracker per shape, which hashes its Views once (and anew after a pickle); a base's holders are the live
+Tensors, and its record of them stays small while short-lived views come and go; fold_alu still folds every rule
+after its early return (and still does not fold a float x * 0); a graph whose kernel is cached gets the same kernel
+and values as the first, scheduled one; and a Buffer whose __init__ raised is freed without an error. Every test
+runs on every device."""
 import copy, pickle
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from tinylit import Tensor
 from tinylit.device import Buffer
 from tinylit.dtype import DType, dtypes
-from tinylit.ops import Ops
+from tinylit.ops import Ops, Variable
 from tinylit.schedule import _kernel_cache
 from tinylit.shapetracker import ShapeTracker
 from devices import DEVICES
@@ -97,3 +99,29 @@ def test_buffer_whose_init_raised_is_freed_quietly(device, monkeypatch):
   with pytest.raises(ValueError, match="doesn't fit"): Buffer(device, 8, dtypes.float32, base=base)
   del base
   assert unraisable == []
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_shapetracker_hash_after_pickle(device):
+  "A ShapeTracker, symbolic or not, pickled and copied: equal, with the same hash, found under it in a dict."
+  n = Variable("n", 1, 8)
+  for st in (ShapeTracker.from_shape((2, 3)).permute((1, 0)).pad(((1, 0), (0, 2))), ShapeTracker.from_shape((n.bind(3), 4))):
+    for again in (pickle.loads(pickle.dumps(st)), copy.deepcopy(st), copy.copy(st)):
+      assert again == st and hash(again) == hash(st) and {st: 1}[again] == 1
+  x = Tensor(np.arange(5, dtype=np.float32), device=device).reshape(n.bind(5)) * 2
+  assert pickle.loads(pickle.dumps(x.lazydata.st)) == x.lazydata.st
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_holders_are_the_live_tensors(device):
+  """A base's holders are the Tensors alive now, after thousands of short-lived views came and went; its record
+  of them stays within twice the live ones and 8 more (plus the one just added)."""
+  w = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4), device=device).realize()
+  base = w.lazydata.base
+  kept = [w[i] for i in range(3)] + [w.permute(1, 0) for _ in range(20)]
+  for _ in range(2000): w.permute(1, 0).reshape(16)
+  assert sorted(map(id, base.holders)) == sorted(map(id, [w, *kept]))
+  assert len(base._holders) <= 2 * (1 + len(kept)) + 8 + 1
+  del kept[5:]
+  assert sorted(map(id, base.holders)) == sorted(map(id, [w, *kept]))
+  np.testing.assert_equal(kept[3].numpy(), np.arange(16, dtype=np.float32).reshape(4, 4).T)
