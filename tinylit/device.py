@@ -65,6 +65,10 @@ class Allocator:
 class Buffer:
   """`size` elements of `dtype` on `device`; memory is only taken when the buffer is first allocated. With `base`,
   a view: it uses the first bytes of `base`'s memory instead of its own (how the memory planner shares, chapter 4)."""
+  # defaults on the class: `__del__`, which runs for every freed buffer, reads them without getattr (and a Buffer whose
+  # __init__ raised has them too)
+  _buf: Any = None
+  _external = False
   def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None):
     if base is not None and (base._base is not None or base.device != device or size * dtype.itemsize > base.nbytes):
       raise ValueError(f"a view of {size} {dtype} on {device} doesn't fit in {base!r} (or that is a view itself)")
@@ -88,7 +92,7 @@ class Buffer:
     return self
   def __del__(self):
     # a view gives back nothing (its base does), nor does memory someone else owns
-    if getattr(self, "_buf", None) is not None and self._base is None and not getattr(self, "_external", False):
+    if self._buf is not None and self._base is None and not self._external:
       GlobalCounters.track_mem(self.device, -self.nbytes)
       self.allocator.free(self._buf, self.nbytes)
   def copyin(self, mv: memoryview) -> Buffer:

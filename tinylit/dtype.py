@@ -10,9 +10,9 @@ from typing import Final
 import numpy as np
 
 # %% auto #0
-__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'UnknownDTypeError', 'DType',
-           'dtypes', 'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype', 'bf16_to_float',
-           'float_to_bf16', 'truncate_fp16', 'truncate_bf16']
+__all__ = ['DTYPES_DICT', 'INVERSE_DTYPES_DICT', 'INVERSE_NP', 'promo_lattice', 'DTypeError', 'UnknownDTypeError',
+           'DTypeMetaClass', 'DType', 'dtypes', 'least_upper_dtype', 'least_upper_float', 'sum_acc_dtype', 'to_dtype',
+           'bf16_to_float', 'float_to_bf16', 'truncate_fp16', 'truncate_bf16']
 
 # %% ../nbs/01a_dtype.ipynb #264418dd
 # (defined here, first, because `dtypes` raises it; chapter section "to_dtype" below says why it is three errors at once)
@@ -24,8 +24,16 @@ class DTypeError(TypeError, RuntimeError):
 class UnknownDTypeError(DTypeError, AttributeError):
   "A dtype name that doesn't exist: tinygrad looks names up with `getattr(dtypes, name)`, so this one is also an AttributeError."
 
+class DTypeMetaClass(type):
+  "Makes each DType once: `DType(...)` with the same fields returns the same object, so `==` and `hash` are identity's."
+  dcache: dict[tuple, DType] = {}
+  def __call__(cls, priority: int, itemsize: int, name: str, fmt: str | None, count: int = 1):
+    if (ret := DTypeMetaClass.dcache.get(key := (priority, itemsize, name, fmt, count))) is None:
+      ret = DTypeMetaClass.dcache[key] = super().__call__(*key)
+    return ret
+
 @dataclass(frozen=True, order=True)
-class DType:
+class DType(metaclass=DTypeMetaClass):
   """A scalar type: its rank in promotion order, size in bytes, C name and struct-module format. With `count > 1`,
   a short vector of that scalar (`dtypes.float.vec(4)`), which only kernels use (chapter 6a)."""
   priority: int
@@ -33,6 +41,10 @@ class DType:
   name: str
   fmt: str | None
   count: int = 1
+  # one object per dtype (DTypeMetaClass): identity is equality, compared and hashed in C. Every kernel, LazyBuffer
+  # and cache key holds a dtype, and the dataclass's own __eq__ and __hash__ are Python code, called on every lookup
+  __eq__, __hash__ = object.__eq__, object.__hash__
+  def __reduce__(self): return DType, (self.priority, self.itemsize, self.name, self.fmt, self.count)  # a copy is the one object
   def __repr__(self): return f"dtypes.{INVERSE_DTYPES_DICT[self.scalar().name]}" + (f".vec({self.count})" if self.count > 1 else "")
   @property
   def np(self) -> type:

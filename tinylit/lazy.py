@@ -50,8 +50,11 @@ def fold_alu(op: Ops, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuf
   """The result of elementwise `op` on `srcs`, if it is known without a kernel: all constants (computed now, with C's
   rules), or an identity: `x+0`, `x*1`, `x//1`, `x/1`, `x|0`, `x^0` are x; `x&0`, `x%1` and an integer `x*0` are 0. None:
   a node must be recorded."""
+  consts = [s.is_unrealized_unmasked_const() for s in srcs]
+  # every fold below needs a known constant among the sources: most ops have none, and are done asking here
+  if not any(consts): return None
   x = srcs[0]
-  if all(s.is_unrealized_unmasked_const() for s in srcs):
+  if all(consts):
     return LazyBuffer.metaop(Ops.CONST, x.shape, out_dtype, x.device, exec_alu(op, out_dtype, [s.const_arg for s in srcs]))
   if len(srcs) != 2 or not out_dtype == x.dtype == srcs[1].dtype: return None
   def is_const(lb: LazyBuffer, value) -> bool: return lb.is_unrealized_unmasked_const() and lb.const_arg == value
@@ -78,6 +81,7 @@ class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
   a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
   (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
+  _sweep_holders_at = 8   # see `hold`
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
@@ -90,7 +94,7 @@ class LazyBuffer(MathTrait):
       self.forced_realize = False
       # the bases computed from it and the Tensors that hold it, both weakly (made on first use: most bases have none)
       self._readers: weakref.WeakSet | None = None
-      self._holders: weakref.WeakValueDictionary | None = None
+      self._holders: dict[int, weakref.ref] | None = None
     elif base.base is not base: raise RuntimeError("a view must sit on a base")
 
   @property
@@ -119,22 +123,31 @@ class LazyBuffer(MathTrait):
     return [r for r in self._readers if r.realized is None] if self._readers is not None else []
   def hold(self, tensor: Any) -> None:
     "Note that `tensor` holds this base or a view of it (chapter 1's Tensor calls it for every lazydata it takes)."
-    if self._holders is None: self._holders = weakref.WeakValueDictionary()
-    self._holders[id(tensor)] = tensor   # by id: a WeakSet would compare two Tensors with ==, which is elementwise
+    # by id (a WeakSet would compare two Tensors with ==, which is elementwise), through a weak reference with no
+    # callback: every op's result is held, and a WeakValueDictionary costs several times as much to make and fill, and
+    # runs a callback when the Tensor dies. The dead are skipped when read, and swept out once the dict has grown to
+    # twice what the last sweep left (and 8 more): a base held by many short-lived views keeps few dead entries
+    if (holders := self._holders) is None: holders = self._holders = {}
+    elif len(holders) >= self._sweep_holders_at:
+      holders = self._holders = {k: ref for k, ref in holders.items() if ref() is not None}
+      self._sweep_holders_at = 2 * len(holders) + 8
+    holders[id(tensor)] = weakref.ref(tensor)
   def release(self, tensor: Any) -> None:
     "`tensor` no longer holds this base."
-    if self._holders is not None: self._holders.pop(id(tensor), None)
+    if self._holders is not None: self._holders.pop(id(tensor), None)   # (under its id, a dead entry at most)
   @property
   def holders(self) -> list:
     "The live Tensors holding this base or a view of it: values somebody can still ask for."
-    return list(self._holders.values()) if self._holders is not None else []
+    return [t for ref in self._holders.values() if (t := ref()) is not None] if self._holders is not None else []
   def pending_readers(self) -> list[LazyBuffer]:
     "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
     return self.readers
   def wanted(self, besides: set[LazyBuffer]) -> bool:
     "Can this base still be asked for by anything but the bases in `besides`: a Tensor, or another live base?"
     return bool(self.holders) or any(r not in besides for r in self.readers)
-  def is_unrealized_const(self) -> bool: return self.base.realized is None and self.base.op is Ops.CONST
+  def is_unrealized_const(self) -> bool:
+    # a realized base's op is BUFFER, so a CONST op is never realized (the fields, not the properties: every op asks)
+    return (self._base if self._base is not None else self).op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
     return self.is_unrealized_const() and not isinstance(self.base.arg, UOp) and all(v.mask is None for v in self.st.views)

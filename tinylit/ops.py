@@ -40,6 +40,9 @@ class Ops(Enum):
   # reduce: over tensor axes (kernel AST), and over loop ranges (inside a kernel, chapter 6)
   REDUCE_AXIS = auto(); REDUCE = auto()
   def __repr__(self): return f"Ops.{self.name}"
+  # each member is one object, so identity is equality: hashed in C, not by Enum's Python `hash(self._name_)`. Every
+  # UOp, cache key and pattern table hashes ops (tinygrad's Ops is an IntEnum, whose hash is C's too)
+  __hash__ = object.__hash__
 
 # %% ../nbs/03_uop.ipynb #7a0ed709
 class GroupOp:

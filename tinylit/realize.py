@@ -158,7 +158,7 @@ _plain_asts: dict[UOp, None] = {}   # ASTs without bound variables (each is also
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   if si.ast.op is Ops.SINK:
     ast, var_vals = unbind_views(si.ast)
-    runner = get_runner(si.outputs[0].device, ast, var_vals)
+    runner = get_runner(si.bufs[0].device, ast, var_vals)
     # the kernel's own parameter list says which buffers it takes (an input whose loads were simplified away is not one)
     return ExecItem(runner, [si.bufs[i] for i in runner.p.globals], var_vals)
   if si.ast.op is Ops.COPY: return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
@@ -174,7 +174,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
   items ran (`items_ran`): if one fails, the ones before it still did."""
   # every item lowered before the first runs, so the new kernels compile at once, one compiler per core (chapter 8's
   # compile_async); at DEBUG>=3 one at a time, so each kernel's listing stays next to its run
-  lowered = [lower_schedule_item(si) for si in schedule] if DEBUG < 3 else [None] * len(schedule)
+  lowered = [lower_schedule_item(si) for si in schedule] if DEBUG.value < 3 else [None] * len(schedule)
   ran = 0
   try:
     for si, ei in zip(schedule, lowered):

@@ -253,7 +253,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
     for i, si in zip(order, planned): _computes[si] = _computes[schedule[i]]
     schedule = planned
-  if DEBUG >= 1 and schedule:
+  if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
       if nbytes := sum(b.nbytes for b in intermediates(schedule, outs)): line += f", intermediates {_human(nbytes)} (memory planner off)"

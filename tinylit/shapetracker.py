@@ -174,8 +174,14 @@ class ShapeTracker:
   """Views applied one after another: the last View takes the kernel's indices, each earlier View
   re-reads the flat position the later one produced. Usually there is only one."""
   views: tuple[View, ...]
+  # hashed once, when made: every LazyBuffer's dedup key holds its ShapeTracker, and is looked up, stored and removed
+  # for every op (the dataclass's own __hash__ would hash each View's fields every time)
+  def __post_init__(self): object.__setattr__(self, "_hash", hash(self.views))
+  def __hash__(self) -> int: return self._hash
+  def __reduce__(self): return ShapeTracker, (self.views,)   # made, and hashed, anew: a UOp's hash differs per process
 
   @staticmethod
+  @functools.cache   # immutable, and asked for by every new LazyBuffer and Tensor: one per shape
   def from_shape(shape: tuple[int, ...]) -> ShapeTracker: return ShapeTracker((View.create(tuple(shape)),))
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape

@@ -100,11 +100,11 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
     lb.base.hold(self)
   @property
-  def device(self) -> str: return self.lazydata.device
+  def device(self) -> str: return self._lazydata.device   # the field, not the property: every op asks, often twice
   @property
-  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  def shape(self) -> tuple[int, ...]: return self._lazydata.shape
   @property
-  def dtype(self) -> DType: return self.lazydata.dtype
+  def dtype(self) -> DType: return self._lazydata.dtype
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> int: return prod(self.shape)

@@ -40,6 +40,7 @@ class ArithmeticMethods(SimpleMathTrait):
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
+    if x.shape == y.shape: return x, y   # most operands already agree: nothing to broadcast
     try: shape = broadcast_shape(x.shape, y.shape)
     except ArgumentError: raise ArgumentError(f"{op}: shapes {x.shape} and {y.shape} can't be broadcast together") from None
     return x._broadcast_to(shape), y._broadcast_to(shape)

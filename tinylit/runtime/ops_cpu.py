@@ -55,7 +55,8 @@ class CPUProgram:
   def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
     # `launch` passes each Buffer's pointer, made once (CPUAllocator.as_arg); a numpy array (a Buffer's `_buf`, as the
     # cells above pass) gets its pointer here, through ctypes' buffer protocol, several times faster than `b.ctypes.data`
-    args = [b if type(b) is _CArg else ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    args = [b if type(b) is _CArg else ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs]
+    if vals: args += [ctypes.c_int32(v) for v in vals]   # most kernels have no variable: no second list to add
     if not global_size or global_size[0] == 1: return self.fxn(*args)
     if CPUProgram.pool is None: CPUProgram.pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="tinylit-cpu")
     others = [CPUProgram.pool.submit(self.fxn, *args, ctypes.c_int32(i)) for i in range(1, global_size[0])]
