@@ -448,12 +448,11 @@ def _start_from_output(sink: UOp) -> UOp:
   accumulates, with no add after the loop. Otherwise the load could be placed before the loop and hold a register
   for all of it, next to the accumulator."""
   outputs = {u.src[0].src[0] for u in sink.toposort if u.op is Ops.STORE}
-  for u in sink.toposort:
-    if u.op is Ops.ADD and u.src[0].op is Ops.ASSIGN and u.src[0].src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.LOAD \
-       and u.src[1].src[0].src[0] in outputs and u.src[0].src[0].src[0].op is Ops.CONST:
-      acc = u.src[0].src[0]
-      sink = sink.substitute({u: u.src[0]}).substitute({acc: acc.replace(src=(u.src[1], *acc.src[1:]))})
-  return sink
+  adds = [u for u in sink.toposort if u.op is Ops.ADD and u.src[0].op is Ops.ASSIGN and u.src[0].src[0].op is Ops.DEFINE_ACC
+          and u.src[0].src[0].src[0].op is Ops.CONST and u.src[1].op is Ops.LOAD and u.src[1].src[0].src[0] in outputs]
+  # each add becomes its accumulator's result (the ASSIGN), then each of those accumulators starts from the load
+  sink = sink.substitute({u: u.src[0] for u in adds})
+  return sink.substitute({(acc := u.src[0].src[0]): acc.replace(src=(u.src[1], *acc.src[1:])) for u in adds})
 
 
 def axis_stride(st: ShapeTracker, axis: int) -> int | None:
