@@ -123,9 +123,12 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if k.reduceop is not None and (plan := _reduce_plan(k)) is not None:
     # 1 and 2. vectors and a register tile: the cheapest plan (`_cost`). Then the vector axis's loop goes outside the
     #    tile's, so that the block of the reused input (a panel of the matmul's B) stays in cache while the tile walks
-    #    past it
+    #    past it. 2b. a plain matmul whose B is bigger than the L2 cache: the reduce is cut into blocks (BLOCK) whose
+    #    rows of B do fit, and the tile walks those rows in the plain order (row blocks outside)
     vec, tile = _apply_upcasts(k, plan)
-    if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.SWAP, tile, vec))
+    if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global":
+      if (size := _block_size(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
+      else: _try(k, Opt(OptOps.SWAP, tile, vec))
   elif (va := _vector_axis(k)) is not None:
     # 1. no reduce (or no vector a reduce's loads could use): vectors along the best contiguous axis
     axis, width = va
@@ -147,6 +150,23 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
+
+def _block_size(k: Kernel, tile: int) -> int | None:
+  """For a plain matmul (one reduce axis `k`, along which the tile's input `A` reads consecutive elements) whose reused
+  input `B` is bigger than the L2 cache: the size of BLOCK's blocks, the largest of 512, 256, ..., 32 that divides
+  `k` and whose rows of `B` fill at most half of the L2 (the rest is for `A`, the output's tiles and other work).
+  None where `B` fits (SWAP's panel order is as good and reads the output once) or nothing divides."""
+  kinds = k.axis_kinds()
+  reduces = [a for a in range(k.first_upcast) if kinds[a] == "reduce"]
+  if not k.opts.l2_size or k.reduceop.arg[0] is not Ops.ADD or len(reduces) != 1 or \
+     not isinstance(size := k.full_shape[reduces[0]], int) or reduces[0] != k.first_reduce: return None
+  loads = [(k.sts[u.src[1].arg], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
+  if not any(axis_stride(st, tile) != 0 and axis_stride(st, k.first_reduce) == 1 for st, _ in loads): return None
+  # bytes of the inputs that don't move along the tile (B), per step of k: a row of B
+  row = sum(prod(s for a, s in enumerate(st.shape) if a != k.first_reduce and axis_stride(st, a) != 0) * itemsize
+            for st, itemsize in loads if axis_stride(st, tile) == 0)
+  if not row or row * size <= k.opts.l2_size: return None
+  return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * row <= k.opts.l2_size // 2), None)
 
 def _odd_pads(k: Kernel) -> list[Opt]:
   """PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most a quarter

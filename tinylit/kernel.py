@@ -24,7 +24,7 @@ __all__ = ['AXIS_COLORS', 'lowerer', 'LOOP_ORDER', 'fold_views', 'KernelShape', 
 # %% ../nbs/06_linearize.ipynb #5a225959
 # tinygrad's colours for the kinds of axes, in kernel names (DEBUG=2) and in pictures
 AXIS_COLORS = {"thread": "BLUE", "global": "blue", "local": "cyan", "group": "green", "reduce": "red", "upcast": "yellow",
-               "unroll": "magenta", "vector": "yellow"}
+               "unroll": "magenta", "vector": "yellow", "block": "RED"}
 
 def _check_int32(st: ShapeTracker) -> None:
   "Loop counters and addresses are C `int`s: refuse a view whose loops or addresses don't fit in 32 bits."
@@ -77,7 +77,7 @@ def _dim(s) -> str:
 
 class KernelShape:
   """The kernel AST and the shape of its loop nest (`KernelOpts` and `Kernel` below add opts and lowering). Axes keep
-  this order, each of a kind: [thread] global... local... | group... reduce... | upcast/unroll...
+  this order, each of a kind: [thread] global... local... | group... reduce... [block] | upcast/unroll...
   (the bars are `first_reduce` and `first_upcast`)."""
   # plain name -> the ASTs that got it (held weakly), for the `n1`, `n2` suffixes
   kernel_names: dict[str, list[weakref.ref]] = {}
@@ -91,7 +91,7 @@ class KernelShape:
     self.sts: dict[ShapeTracker, ShapeTracker] = {st: st for st in views}  # original -> current
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[Opt] = []
-    self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = 0
+    self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = self.blocked = 0
     # PADTO's padded axes: for each, a view that reads the position along the axis, the axis's size before padding,
     # and the views masked there
     self.pads: list[tuple[ShapeTracker, int, frozenset[ShapeTracker]]] = []
@@ -125,9 +125,11 @@ class KernelShape:
   def global_dims(self) -> int: return self.first_reduce - self.local_dims
 
   def axis_kinds(self) -> list[str]:
-    "Each axis's kind: thread, global, local, group, reduce, upcast (an output axis) or unroll (a reduce axis)."
+    """Each axis's kind: thread, global, local, group, reduce, block (a reduce axis whose loop is outside the output's
+    loops, `BLOCK`), upcast (an output axis) or unroll (a reduce axis)."""
     kinds = ["thread"] * self.thread_dims + ["global"] * (self.global_dims - self.thread_dims) + ["local"] * self.local_dims
-    kinds += ["group"] * self.group_for_reduces + ["reduce"] * (self.first_upcast - self.first_reduce - self.group_for_reduces)
+    kinds += ["group"] * self.group_for_reduces + ["reduce"] * (self.first_upcast - self.first_reduce - self.group_for_reduces - self.blocked)
+    kinds += ["block"] * self.blocked
     return kinds + ["unroll" if self.output_shape[i] != self.full_shape[i] else "upcast" for i in range(self.first_upcast, self.shape_len)]
 
   def _permute(self, order: list[int]) -> None:
@@ -183,6 +185,7 @@ class KernelShape:
       elif kinds[i] == "local": self.local_dims -= 1
       elif kinds[i] == "group": self.group_for_reduces -= 1
       elif kinds[i] == "thread": self.thread_dims -= 1
+      elif kinds[i] == "block": self.blocked -= 1
     keep = [i for i in range(self.shape_len) if i not in ones]
     self._reshape_all(lambda shape: tuple(shape[i] for i in keep))
 
@@ -217,7 +220,7 @@ class KernelShape:
 class OptOps(Enum):
   "The ways an optimization reshapes a kernel's loops (tinygrad's names)."
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto(); THREAD = auto(); PADTO = auto()  # noqa: E702
-  SWAP = auto()
+  SWAP = auto(); BLOCK = auto()  # noqa: E702
   def __lt__(self, x: OptOps) -> bool: return self.value < x.value
 
 class KernelOptError(Exception):
@@ -240,8 +243,8 @@ def _check(cond: bool, opt: Opt, k: KernelShape, why: str) -> None:
 class KernelOpts(KernelShape):
   "A kernel that opts can reshape: each opt splits an axis and gives the new part a kind."
   def real_axis(self, opt: Opt) -> int:
-    "The axis an opt means: UNROLL counts from the first reduce axis, GROUP from the first ungrouped one."
-    if opt.op is OptOps.UNROLL: return self.first_reduce + opt.axis
+    "The axis an opt means: UNROLL and BLOCK count from the first reduce axis, GROUP from the first ungrouped one."
+    if opt.op in (OptOps.UNROLL, OptOps.BLOCK): return self.first_reduce + opt.axis
     if opt.op in (OptOps.GROUP, OptOps.GROUPTOP): return self.first_reduce + self.group_for_reduces + opt.axis
     return opt.axis
 
@@ -252,7 +255,7 @@ class KernelOpts(KernelShape):
            OptOps.THREAD: ("has_threads", "the device runs no threads of its own")}
   TAKES = {OptOps.UPCAST: ("global", "local"), OptOps.UNROLL: ("reduce",), OptOps.LOCAL: ("global",),
            OptOps.GROUP: ("reduce",), OptOps.GROUPTOP: ("reduce",), OptOps.THREAD: ("global",),
-           OptOps.PADTO: ("global", "reduce")}
+           OptOps.PADTO: ("global", "reduce"), OptOps.BLOCK: ("reduce",)}
 
   def apply_opt(self, opt: Opt) -> None:
     "Check that `opt` applies here, then reshape the axes; raises KernelOptError (naming opt and shape) if not."
@@ -271,6 +274,7 @@ class KernelOpts(KernelShape):
     _check(kind in self.TAKES[opt.op], opt, self, f"{opt.op.name.lower()} is for {' or '.join(self.TAKES[opt.op])} axes, "
                                                   f"axis {axis} is {kind}")
     if opt.op is OptOps.PADTO: return self._pad_to(opt, axis)
+    if opt.op is OptOps.BLOCK: return self._block(opt, axis)
     amt = opt.amt if opt.amt else self.full_shape[axis]
     _check(isinstance(amt, int) and amt > 1, opt, self, "the amount must be an int > 1")
     _check(self.full_shape[axis] % amt == 0, opt, self, f"{amt} doesn't divide axis {axis} of size {self.full_shape[axis]}")
@@ -285,6 +289,7 @@ class KernelOpts(KernelShape):
       self.shift_to(axis, amt, insert_before=self.first_reduce)
       self.local_dims += 1
     elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+      _check(self.blocked == 0, opt, self, "a blocked reduce keeps its partial sums in the output, not in shared memory")
       _check(threads <= o.local_max, opt, self, f"more than {o.local_max} threads in a workgroup")
       _check(threads * prod(self.full_shape[self.first_upcast:]) * 8 <= o.shared_max, opt, self, "too much shared memory")
       self.shift_to(axis, amt, top=opt.op is OptOps.GROUPTOP, insert_before=self.first_reduce + self.group_for_reduces)
@@ -324,6 +329,25 @@ class KernelOpts(KernelShape):
     self.pads = [(grow(pos) if pos.shape[axis] != 1 else pos, old, keys) for pos, old, keys in self.pads]
     position = View.create(tuple(new if a == axis else 1 for a in range(self.shape_len)))
     self.pads.append((ShapeTracker((position,)), size, masked))
+    self.applied_opts.append(opt)
+
+  def _block(self, opt: Opt, axis: int) -> None:
+    """BLOCK: cut reduce `axis` into blocks of `opt.amt` and run the loop over the blocks outside the output's loops.
+    Each block's partial sums are added to what the output holds (the first block starts from 0), so the output is
+    read and written once per block, and inside one block the loops walk inputs small enough to stay in cache."""
+    size, amt = self.full_shape[axis], opt.amt
+    _check(self.blocked == 0 and self.group_for_reduces == 0, opt, self, "one block axis, and no grouped reduce")
+    _check(isinstance(amt, int) and 1 < amt < size and size % amt == 0, opt, self,
+           f"the block size {amt} must divide axis {axis} of size {size} into at least two blocks")
+    _check(self.reduceop.arg[0] is Ops.ADD, opt, self, f"a {self.reduceop.arg[0].name} reduce: only partial sums add up across blocks")
+    # the output holds the partial sums between blocks: it must store the reduce itself (no op after it), in its own
+    # buffer (a kernel that also reads that buffer would see its partial sums)
+    stores = [u for u in self.ast.src if u.op is Ops.STORE]
+    _check(len(stores) == 1 and stores[0].src[2] is self.reduceop, opt, self, "the kernel stores more than the sum itself")
+    out_buf = stores[0].src[0]
+    _check(not any(u.op is Ops.LOAD and u.src[0] is out_buf for u in self.ast.toposort), opt, self, "the kernel reads its output buffer")
+    self.shift_to(axis, size // amt, top=True, insert_before=self.first_upcast)
+    self.blocked += 1
     self.applied_opts.append(opt)
 
 def _zero_where_padded(src: UOp) -> bool:
@@ -415,7 +439,20 @@ class Kernel(KernelOpts):
 
   def linearize(self) -> list[UOp]:
     "The kernel as an ordered list of UOps, loops opened and closed: what a renderer turns into source."
-    return linearize(expand(self.lower(), self.opts))
+    sink = expand(self.lower(), self.opts)
+    return linearize(_start_from_output(sink) if self.blocked else sink)
+
+def _start_from_output(sink: UOp) -> UOp:
+  """BLOCK's `sum + (what the output holds)`, where the sum is one accumulator: the accumulator starts from the
+  output's value instead (its DEFINE_ACC's first source), loaded before the reduce loop into the register that then
+  accumulates, with no add after the loop. Otherwise the load could be placed before the loop and hold a register
+  for all of it, next to the accumulator."""
+  outputs = {u.src[0].src[0] for u in sink.toposort if u.op is Ops.STORE}
+  adds = [u for u in sink.toposort if u.op is Ops.ADD and u.src[0].op is Ops.ASSIGN and u.src[0].src[0].op is Ops.DEFINE_ACC
+          and u.src[0].src[0].src[0].op is Ops.CONST and u.src[1].op is Ops.LOAD and u.src[1].src[0].src[0] in outputs]
+  # each add becomes its accumulator's result (the ASSIGN), then each of those accumulators starts from the load
+  sink = sink.substitute({u: u.src[0] for u in adds})
+  return sink.substitute({(acc := u.src[0].src[0]): acc.replace(src=(u.src[1], *acc.src[1:])) for u in adds})
 
 
 def axis_stride(st: ShapeTracker, axis: int) -> int | None:
@@ -434,6 +471,11 @@ def _lower_store(ctx: Kernel, buf: UOp, view: UOp, val: UOp) -> UOp:
   # after a grouped reduce every thread of a group holds the result: only the first one stores it. An output axis
   # padded by PADTO: nothing is stored past its old size (`valid`)
   gate = functools.reduce(lambda a, b: a & b, [r.ne(0).logical_not() for r in ctx.ranges() if r.arg[1] == "group"], valid)
+  if blocks := [r for r in ctx.ranges() if r.arg[1] == "block"]:
+    # BLOCK: the output holds the sum of the blocks so far; the first block reads nothing (the load's gate is False,
+    # so it gives 0) and the others add to it (`Kernel.linearize` then starts the accumulator from the loaded value)
+    later = functools.reduce(lambda a, b: a | b, [r.ne(0) for r in blocks])
+    val = val + UOp(Ops.LOAD, val.dtype, (UOp(Ops.INDEX, val.dtype, (buf, idx, valid & later)),))
   return UOp(Ops.STORE, None, (UOp(Ops.INDEX, val.dtype, (buf, idx, gate)), val))
 
 def _lower_const(ctx: Kernel, view: UOp, x: UOp) -> UOp:
@@ -514,8 +556,9 @@ def get_grouped_dims(prefix: str, sizes: list[int], max_sizes: tuple[int, ...]) 
   return out
 
 # %% ../nbs/06_linearize.ipynb #234903c2
-# the loops a kernel can have: thread indices became SPECIALs when it was lowered (`Kernel.thread_indices`)
-LOOP_ORDER = {"global": 0, "reduce": 1}
+# the loops a kernel can have, outermost first: thread indices became SPECIALs when it was lowered
+# (`Kernel.thread_indices`); a BLOCK axis's loop is outside the output's loops
+LOOP_ORDER = {"block": -1, "global": 0, "reduce": 1}
 
 def linearize(sink: UOp) -> list[UOp]:
   """Order the UOps and open/close loops around them. Each UOp goes in the innermost loop it depends on (so

@@ -29,6 +29,7 @@ class Renderer:
   global_max: tuple[int, ...] = (2**31 - 1,) * 3   # the grid of workgroups: at most this long in each dimension
   local_dims_max: tuple[int, ...] = (1024, 1024, 64)   # the threads of one workgroup, per dimension
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
+  l2_size: int = 0             # bytes of the cache a core has to itself after L1 (the CPU's L2, chapter 8a); 0: unknown
   transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
@@ -269,8 +270,9 @@ class CStyleLanguage(Renderer):
     return f"(({space}{self.render_dtype(x.dtype)}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
   def render_vector_load(self, idx: UOp) -> str: return f"(*{self.r[idx]})"
   def render_vector_store(self, idx: UOp, val: str) -> str: return f"*{self.r[idx]} = {val};"
-  # loops are named by kind and axis; a thread's coordinates (SPECIALs, chapter 6) by the names chapter 6 gave them
-  RANGE_PREFIX = {"global": "idx", "reduce": "ridx"}
+  # loops are named by kind and axis (a BLOCK loop: kidx, over blocks of k); a thread's coordinates (SPECIALs,
+  # chapter 6) by the names chapter 6 gave them
+  RANGE_PREFIX = {"global": "idx", "reduce": "ridx", "block": "kidx"}
   # a SPECIAL's first letter (g: workgroup, l: thread in it, t: CPU thread) -> its coordinate in grid dimension d
   code_for_workitem: dict = {}
   def render_workitem(self, name: str) -> str: return self.code_for_workitem[name[0]](int(name[-1]))

@@ -25,6 +25,7 @@ actions += [Opt(OptOps.GROUP, axis, amt) for amt in (4, 8, 16) for axis in range
 actions += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (4, 16, 64, 256) for axis in range(3)]
 actions += [Opt(OptOps.THREAD, axis, amt) for amt in (2, 3, 4, 8) for axis in range(3)]
 actions += [Opt(OptOps.SWAP, a, b) for a in range(4) for b in range(a + 1, 4)]
+actions += [Opt(OptOps.BLOCK, 0, amt) for amt in (64, 128, 256)]   # the reduce in blocks whose loop is outermost
 
 def with_opts(ast: UOp, renderer: Any, opts: list[Opt]) -> Kernel:
   "A fresh Kernel for `ast` with `opts` applied (every opt must apply)."
@@ -49,7 +50,11 @@ def bufs_for(k: Kernel) -> list[Buffer]:
     if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL:
       i, dt = u.src[0].arg, u.src[0].dtype
       sizes[i] = (max(sizes.get(i, (1, dt))[0], u.src[1].arg.real_size()), dt)
-  return [Buffer(k.opts.device, sizes[i][0], sizes[i][1]).allocate() for i in sorted(sizes)]
+  bufs = [Buffer(k.opts.device, sizes[i][0], sizes[i][1]).allocate() for i in sorted(sizes)]
+  # every byte written once (zeros): memory never written is the system's one page of zeros, always in cache, and a
+  # kernel that streams a large input from memory (a big matmul's B) would time as if it fit in the cache
+  for b in bufs: b.copyin(memoryview(bytearray(b.nbytes)))
+  return bufs
 
 # %% ../nbs/06c_beam.ipynb #5eedebe0
 def time_program(p: ProgramSpec, lib: bytes, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None,

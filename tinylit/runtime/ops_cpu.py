@@ -12,7 +12,7 @@ from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'native_macros', 'vector_bits', 'full_rate_vector_width',
+__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'native_macros', 'vector_bits', 'full_rate_vector_width', 'cache_size',
            'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
@@ -97,6 +97,20 @@ def full_rate_vector_width(macros: frozenset[str] | set[str], vendor: str = "", 
   if bits == 512 and vendor == "AuthenticAMD" and family == 25: bits = 256
   return bits // 32 or None
 
+def cache_size(level: int = 2) -> int:
+  """Bytes of the CPU's data (or unified) cache at `level`, from Linux's sysfs (cpu0: the other cores' are alike);
+  1 MB, the L2 of AMD's Zen 4 and Zen 5, where sysfs doesn't say. Chapter 6b's BLOCK fits a panel of `B` in the L2."""
+  base = "/sys/devices/system/cpu/cpu0/cache"
+  def read(index: str, name: str) -> str:
+    with open(os.path.join(base, index, name)) as f: return f.read().strip()
+  try:
+    for index in sorted(os.listdir(base)):
+      if read(index, "level") == str(level) and read(index, "type") in ("Data", "Unified"):
+        size = read(index, "size")   # "1024K", "32M"
+        return int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[size[-1]] if size[-1] in "KM" else int(size)
+  except (OSError, ValueError): pass
+  return 1 << 20
+
 def cpu_vector_width() -> int:
   "The CPU device's vector width in floats: `CPU_VECTOR_WIDTH` if set, else this CPU's full-rate width (16 if unknown)."
   if forced := getenv("CPU_VECTOR_WIDTH"):
@@ -173,4 +187,5 @@ class CPUDevice(Compiled):
     renderer = ClangRenderer()
     # chapter 6b's rules take the widest vector the renderer offers: offer none wider than the CPU runs at full speed
     renderer.vector_widths = tuple(w for w in ClangRenderer.vector_widths if w <= self.vector_width)
+    renderer.l2_size = cache_size(2)
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)

@@ -109,7 +109,12 @@ class PythonProgram:
           if uops[srcs[1]][1].scalar() == dtypes.bfloat16 and buf.dtype == np.uint16: val = float_to_bf16(val)
           self._check("write", size, idx, gate)
           buf[(idx + offset)[gate]] = val[gate]
-        elif op is Ops.DEFINE_ACC: v[pc] = np.broadcast_to(np.asarray(v[srcs[0]]), lanes.shape[1:] + np.shape(v[srcs[0]])).copy()
+        elif op is Ops.DEFINE_ACC:
+          # a constant start is one value for every lane; any other (chapter 6's BLOCK starts from the output's value)
+          # may have its lanes already
+          start = np.asarray(v[srcs[0]])
+          v[pc] = np.broadcast_to(start, lanes.shape[1:] + (start.shape if uops[srcs[0]][0] is Ops.CONST else
+                                                            ((dtype.count,) if dtype.count > 1 else ()))).copy()
         elif op is Ops.ASSIGN: v[pc] = v[srcs[0]] = np.broadcast_to(v[srcs[1]], np.shape(v[srcs[0]])).copy()
         elif op is Ops.VECTORIZE:
           parts = np.broadcast_arrays(*[v[s] for s in srcs])
