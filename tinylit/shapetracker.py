@@ -52,9 +52,11 @@ class View:
     contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
     return View(tuple(shape), tuple(strides), offset, mask, contiguous)
 
+  # counted once, when made: every new LazyBuffer and Tensor asks its view's size, several times
+  def __post_init__(self): object.__setattr__(self, "_size", prod(s if isinstance(s, int) else s.vmax for s in self.shape))
   def size(self) -> int:
     "How many elements; a symbolic axis counts at its largest (the memory a buffer of this shape needs)."
-    return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
+    return self._size
   def vars(self) -> set[UOp]:
     "The bound variables in this view's shape, strides, offset and mask."
     parts = [*self.shape, *self.strides, self.offset, *[m for lohi in (self.mask or ()) for m in lohi]]
@@ -186,7 +188,7 @@ class ShapeTracker:
   @property
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
   @property
-  def size(self) -> int: return self.views[-1].size()
+  def size(self) -> int: return self.views[-1]._size
   def vars(self) -> set[UOp]: return set().union(*[v.vars() for v in self.views])
   def substitute(self, sub: dict[UOp, UOp]) -> ShapeTracker: return ShapeTracker(tuple(v.substitute(sub) for v in self.views))
   def unbind(self) -> tuple[ShapeTracker, dict[UOp, int]]:
