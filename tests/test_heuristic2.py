@@ -89,3 +89,15 @@ def test_merged_heads_projection_computes_right(device):
   w_np = rng.standard_normal((128, 128)).astype(np.float32)
   got = (Tensor(h_np, device=device).permute(0, 2, 1, 3).reshape(8, 16, 128) @ Tensor(w_np, device=device).T).numpy()
   np.testing.assert_allclose(got, h_np.transpose(0, 2, 1, 3).reshape(8, 16, 128) @ w_np.T, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_strides_are_priced(device):
+  "A buffer of symbolic size (a KV cache up to `start_pos`) has a symbolic row stride: the tile's tie-break takes it."
+  from tinylit.ops import UOp
+  rng = np.random.default_rng(4)
+  x_np, w_np = rng.standard_normal((16, 32, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+  n = UOp.variable("n", 1, 32).bind(24)
+  h = Tensor(x_np, device=device).shrink(((0, 16), (0, n), (0, 64))).contiguous()   # rows n * 64 floats apart
+  got = (h @ Tensor(w_np, device=device).T).sum(1).numpy()
+  np.testing.assert_allclose(got, (x_np[:, :24] @ w_np.T).sum(1), rtol=1e-4, atol=1e-3)

@@ -128,8 +128,9 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     # instructions by `_cost`, but reads 8 rows at once, and measured 1.5-3x slower on the matmuls of a GPT step
     for tile in tiles:
       # on a tie, the tile whose rows lie closest together: rows 8192 floats apart (a batch axis) fall into the same
-      # few sets of the L1 cache and evict each other; measured 3-5x slower than rows 32 floats apart
-      spread = max((abs(s) if s is not None else 1 << 30 for moving in loads for t, _ in tile if t in moving
+      # few sets of the L1 cache and evict each other; measured 3-5x slower than rows 32 floats apart. A stride
+      # that isn't one number (a mask; a symbolic one, as in a KV cache's `start_pos`) counts as far
+      spread = max((abs(s) if isinstance(s, int) else 1 << 30 for moving in loads for t, _ in tile if t in moving
                     for s in (moving[t],)), default=0)
       key = (round(_cost(k, work, [(v, width)] + tile, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, spread, v)
