@@ -56,7 +56,8 @@ def _inner_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
 
 def _tail_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
   """What the kernel does once per output, after the reduce loop: each load and ALU op between the reduce and the
-  store (a bias, an activation fused after a matmul), and the store, with the output axes each moves along."""
+  store (a bias, an activation fused after a matmul), with the output axes each moves along. The store itself is left
+  out, as chapter 6's `vector_axis` leaves it out: once per output, it is too little to decide a plan by."""
   inside = set(k.reduceop.toposort) - {k.reduceop}
   moves: dict[UOp, dict[int, int | None]] = {}
   work = []
@@ -70,10 +71,8 @@ def _tail_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
       moves[u] = {a: None for x in k.reduceop.src[0].toposort if x.op is Ops.VIEW
                   for a in range(k.first_reduce) if axis_stride(k.sts[x.arg], a) != 0}
       continue
-    # a store moves where its view does (a load's only source that moves is its view)
-    srcs = u.src[1:2] if u.op is Ops.STORE else u.src
-    moves[u] = {a: (s if u.op in (Ops.LOAD, Ops.STORE) else None) for x in srcs for a, s in moves.get(x, {}).items()}
-    if u.op in (Ops.LOAD, Ops.STORE, Ops.CAST) or u.op in GroupOp.ALU: work.append((u, moves[u]))
+    moves[u] = {a: (s if u.op is Ops.LOAD else None) for x in u.src for a, s in moves.get(x, {}).items()}
+    if u.op in (Ops.LOAD, Ops.CAST) or u.op in GroupOp.ALU: work.append((u, moves[u]))
   return work
 
 # what an op costs in instructions where it isn't one: exp2 and log2, built from about 20 ALU ops on a vector
@@ -94,7 +93,7 @@ def _cost(k: Kernel, work: list, upcasts: list[tuple[int, int]], tail: list = ()
     for u, moving in work:
       n = prod(lanes.get(a, 1) for a in moving) * _WEIGHT.get(u.op, 1)
       if vec in moving:
-        if u.op in (Ops.LOAD, Ops.STORE): n = n / width if moving[vec] == 1 else 2 * n   # a gather: a load and an insert per lane
+        if u.op is Ops.LOAD: n = n / width if moving[vec] == 1 else 2 * n   # a gather: a load and an insert per lane
         elif u.op is Ops.REDUCE_AXIS or k.opts.supports_vector(u) or u.op in _WEIGHT and u.dtype in k.opts.transcendental_dtypes:
           n /= width
       total += n
@@ -111,7 +110,7 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   outs = [a for a in axes if kinds[a] == "global"]
   # a vector axis needs a load that is contiguous along it, in the loop or after it (where the tail is costly, as a
   # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
-  # The store doesn't count: chapter 6's `vector_axis` doesn't count it either, and decides where the lanes go
+  # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which decides where the lanes go, ignores it
   loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
   best = None
   for v in axes:
