@@ -63,9 +63,11 @@ def inputs(quick: bool) -> dict:
   return data
 
 def mlp_weights() -> list[tuple[np.ndarray, np.ndarray]]:
-  "The forward MLP's (weight (out, in), bias) per layer, initialised like torch's Linear."
+  """The forward MLP's (weight (out, in), bias) per layer, initialised like torch's Linear, in float32. (Divided after
+  the cast, numpy 2 promoted them to float64: np.sqrt(i) is a float64 scalar. numpy and tinylit then ran the forward
+  in float64, torch, which copies them into its float32 Linear, in float32.)"""
   rng = np.random.default_rng(7)
-  return [(rng.uniform(-1, 1, (o, i)).astype(np.float32) / np.sqrt(i), rng.uniform(-1, 1, o).astype(np.float32) / np.sqrt(i))
+  return [((rng.uniform(-1, 1, (o, i)) / np.sqrt(i)).astype(np.float32), (rng.uniform(-1, 1, o) / np.sqrt(i)).astype(np.float32))
           for i, o in ((784, 128), (128, 64), (64, 10))]
 
 def numpy_worker(quick: bool, repeat: int) -> dict:

@@ -54,27 +54,64 @@ def _inner_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
     if u.op is Ops.LOAD or u.op is Ops.CAST or u.op in GroupOp.ALU: work.append((u, moves[u]))
   return work + [(k.reduceop, moves[k.reduceop.src[0]])]
 
-def _cost(k: Kernel, work: list, upcasts: list[tuple[int, int]]) -> float:
+def _tail_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
+  """What the kernel does once per output, after the reduce loop: each load and ALU op between the reduce and the
+  store (a bias, an activation fused after a matmul), with the output axes each moves along. The store itself is left
+  out, as chapter 6's `vector_axis` leaves it out: once per output, it is too little to decide a plan by."""
+  inside = set(k.reduceop.toposort) - {k.reduceop}
+  moves: dict[UOp, dict[int, int | None]] = {}
+  work = []
+  for u in k.ast.toposort:
+    if u in inside: continue
+    if u.op is Ops.VIEW:
+      moves[u] = {a: s for a in range(k.first_reduce) if (s := axis_stride(k.sts[u.arg], a)) != 0}
+      continue
+    if u is k.reduceop:
+      # the reduce's result moves along the output axes its source moves along
+      moves[u] = {a: None for x in k.reduceop.src[0].toposort if x.op is Ops.VIEW
+                  for a in range(k.first_reduce) if axis_stride(k.sts[x.arg], a) != 0}
+      continue
+    moves[u] = {a: (s if u.op is Ops.LOAD else None) for x in u.src for a, s in moves.get(x, {}).items()}
+    if u.op in (Ops.LOAD, Ops.CAST) or u.op in GroupOp.ALU: work.append((u, moves[u]))
+  return work
+
+# what an op costs in instructions where it isn't one: exp2 and log2, built from about 20 ALU ops on a vector
+# (chapter 6a) and a call into the C library on one value
+_WEIGHT = {Ops.EXP2: 20, Ops.LOG2: 20}
+
+def _cost(k: Kernel, work: list, upcasts: list[tuple[int, int]], tail: list = ()) -> float:
   """Instructions per point of the loop nest with these upcasts [(axis, amount), ...], the first being the vector
   axis and its width: each op runs once per copy of the axes it moves along; along the vector axis a contiguous
-  load, or an op the device has in vector form, is one instruction for all lanes, anything else one per lane."""
+  load, or an op the device has in vector form, is one instruction for all lanes, anything else one per lane.
+  `tail` runs once per output, not per point: its count is shared by the reduce's length, and where the vector is
+  the reduce axis, the tail is scalar and each output first sums its lanes (log2(width) adds)."""
   vec, width = upcasts[0] if upcasts else (None, 1)
   lanes: dict[int, int] = {}
   for axis, amt in upcasts: lanes[axis] = lanes.get(axis, 1) * amt
-  total = 0
-  for u, moving in work:
-    n = prod(lanes.get(a, 1) for a in moving)
-    if vec in moving and (moving[vec] == 1 if u.op is Ops.LOAD else u.op is Ops.REDUCE_AXIS or k.opts.supports_vector(u)):
-      n //= width
-    total += n
-  return total / prod(lanes.values())
+  def count(work: list) -> float:
+    total = 0
+    for u, moving in work:
+      n = prod(lanes.get(a, 1) for a in moving) * _WEIGHT.get(u.op, 1)
+      if vec in moving:
+        if u.op is Ops.LOAD: n = n / width if moving[vec] == 1 else 2 * n   # a gather: a load and an insert per lane
+        elif u.op is Ops.REDUCE_AXIS or k.opts.supports_vector(u) or u.op in _WEIGHT and u.dtype in k.opts.transcendental_dtypes:
+          n /= width
+      total += n
+    return total
+  outputs = prod(n for a, n in lanes.items() if a < k.first_reduce)   # outputs one copy of the tail computes
+  lane_sum = width.bit_length() - 1 if vec is not None and vec >= k.first_reduce else 0
+  per_output = (count(tail) + lane_sum * outputs) / outputs
+  return count(work) / prod(lanes.values()) + per_output / _size(k.full_shape[k.first_reduce:k.first_upcast])
 
 def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   "The cheapest vector axis (and width) and register tile for a reduce kernel: [(axis, amount), ...], vector first."
-  work, kinds = _inner_work(k), k.axis_kinds()
+  work, tail, kinds = _inner_work(k), _tail_work(k), k.axis_kinds()
   axes = [a for a in range(k.first_upcast) if kinds[a] in ("global", "reduce") and isinstance(k.full_shape[a], int)]
   outs = [a for a in axes if kinds[a] == "global"]
-  loads = [moving for u, moving in work if u.op is Ops.LOAD]
+  # a vector axis needs a load that is contiguous along it, in the loop or after it (where the tail is costly, as a
+  # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
+  # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which decides where the lanes go, ignores it
+  loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
   best = None
   for v in axes:
     width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[v] % w == 0), None)
@@ -89,8 +126,13 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     # nearest cache while the loop inside reads W one row after another. A 4 x 4 tile over two axes costs fewer
     # instructions by `_cost`, but reads 8 rows at once, and measured 1.5-3x slower on the matmuls of a GPT step
     for tile in tiles:
-      key = (round(_cost(k, work, [(v, width)] + tile), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
-             prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, v)
+      # on a tie, the tile whose rows lie closest together: rows 8192 floats apart (a batch axis) fall into the same
+      # few sets of the L1 cache and evict each other; measured 3-5x slower than rows 32 floats apart. A stride
+      # that isn't one number (a mask; a symbolic one, as in a KV cache's `start_pos`) counts as far
+      spread = max((abs(s) if isinstance(s, int) else 1 << 30 for moving in loads for t, _ in tile if t in moving
+                    for s in (moving[t],)), default=0)
+      key = (round(_cost(k, work, [(v, width)] + tile, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
+             prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, spread, v)
       if best is None or key < best[0]: best = (key, [(v, width)] + tile)
   return None if best is None else best[1]
 
