@@ -417,8 +417,13 @@ class ClangRenderer(CStyleLanguage):
     return ("#include <math.h>\n" if need_math else "") + "".join(t + "\n" for t in typedefs)
   def render_kernel(self, name, body, bufs, uops) -> str:
     src = super().render_kernel(name, body, bufs, uops)
-    if any(u.op is Ops.SPECIAL for u in uops): src = src.replace(") {", ", int core_id) {", 1)
-    return src
+    if not any(u.op is Ops.SPECIAL for u in uops): return src
+    # a thread axis: `core_id` says which share of it this call does; chapter 8a's thread pool calls every kernel
+    # through one signature, `<name>_thread`, which unpacks an array of its arguments' addresses
+    args = [f"({'' if w else 'const '}{self.render_dtype(dt)}*)args[{i}]" for i, (_, dt, w) in enumerate(bufs)] + \
+           [f"*(const int*)args[{len(bufs) + i}]" for i in range(len(kernel_vars(uops)))]
+    return src.replace(") {", ", int core_id) {", 1) + \
+      f"\nvoid {name}_thread(void** args, int core_id) {{ {name}({', '.join(args + ['core_id'])}); }}"
 
 # %% ../nbs/07_render.ipynb #8506f4af
 class OpenCLRenderer(CStyleLanguage):

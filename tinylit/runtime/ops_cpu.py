@@ -5,15 +5,15 @@
 # %% ../../nbs/08a_cpu.ipynb #56fefd67
 from __future__ import annotations
 import ctypes, functools, os, platform, subprocess, tempfile, time
-from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from ..device import Compiled, Compiler, Allocator
 from ..helpers import getenv
 from ..renderer import ClangRenderer
 
 # %% auto #0
-__all__ = ['FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'native_macros', 'vector_bits', 'full_rate_vector_width', 'cache_size',
-           'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator', 'CPUDevice']
+__all__ = ['THREAD_POOL_SRC', 'FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'thread_pool', 'native_macros', 'vector_bits',
+           'full_rate_vector_width', 'cache_size', 'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator',
+           'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -44,24 +44,110 @@ _CArg = type(ctypes.byref(ctypes.c_char()))   # what ctypes.byref returns: a poi
 
 class CPUProgram:
   """A compiled kernel: the shared object is written to a file, loaded with ctypes, and called with buffer pointers.
-  A kernel with a thread axis is called once per thread, with `core_id` 0, 1, ...: this thread runs call 0, a pool
-  of worker threads the others (ctypes lets go of Python's lock while C runs, so they really run at once)."""
-  pool: ThreadPoolExecutor | None = None  # one pool for every kernel, made on first use
+  A kernel with a thread axis is called once per thread, with `core_id` 0, 1, ...: this thread runs call 0, the
+  thread pool's workers the others (`thread_pool`, below), through the `<name>_thread` entry the renderer writes."""
   def __init__(self, name: str, lib: bytes):
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(lib)
     self.lib = ctypes.CDLL(f.name)
     os.unlink(f.name)  # the loaded library stays mapped; the file is no longer needed
     self.fxn = getattr(self.lib, name)
+    # a kernel with a thread axis also has an entry that takes its arguments' addresses in one array (chapter 7)
+    entry = getattr(self.lib, f"{name}_thread", None)
+    self.thread_entry = None if entry is None else ctypes.cast(entry, ctypes.c_void_p)
   def __call__(self, *bufs, global_size=None, local_size=None, vals: tuple[int, ...] = ()):
     # `launch` passes each Buffer's pointer, made once (CPUAllocator.as_arg); a numpy array (a Buffer's `_buf`, as the
     # cells above pass) gets its pointer here, through ctypes' buffer protocol, several times faster than `b.ctypes.data`
     args = [b if type(b) is _CArg else ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs]
     if vals: args += [ctypes.c_int32(v) for v in vals]   # most kernels have no variable: no second list to add
     if not global_size or global_size[0] == 1: return self.fxn(*args)
-    if CPUProgram.pool is None: CPUProgram.pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="tinylit-cpu")
-    others = [CPUProgram.pool.submit(self.fxn, *args, ctypes.c_int32(i)) for i in range(1, global_size[0])]
-    self.fxn(*args, ctypes.c_int32(0))
-    for f in others: f.result()
+    # the pool reads each argument through its address: a buffer's is its data, a variable's the int it lives in
+    addrs = [ctypes.addressof(a._obj) if type(a) is _CArg else ctypes.addressof(a) for a in args]
+    thread_pool().tinylit_pool_run(self.thread_entry, (ctypes.c_void_p * len(addrs))(*addrs), global_size[0])
+
+
+# %% ../../nbs/08a_cpu.ipynb #3a190e6b
+THREAD_POOL_SRC = r"""
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+typedef void (*entry_t)(void **args, int core_id);
+enum { MAX_WORKERS = 255, SPIN_NS = 50000 };
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER, lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static entry_t job; static void **job_args; static int job_threads;
+static atomic_uint generation; static atomic_int unfinished;
+static unsigned born[MAX_WORKERS + 1];   /* the job counter when each worker was made: it waits for the next one */
+static int workers; static pid_t owner;
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+static long long now_ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
+
+static void *worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  unsigned seen = born[id], g;
+  for (;;) {
+    long long until = now_ns() + SPIN_NS;   /* spin a while: the next kernel usually comes within microseconds */
+    for (int i = 1; (g = atomic_load_explicit(&generation, memory_order_acquire)) == seen; i++) {
+      relax();
+      if (i % 64 == 0 && now_ns() > until) break;
+    }
+    if (g == seen) {   /* then sleep; the launch moves the counter under the same lock, so no wake-up is lost */
+      pthread_mutex_lock(&lock);
+      while ((g = atomic_load(&generation)) == seen) pthread_cond_wait(&wake, &lock);
+      pthread_mutex_unlock(&lock);
+    }
+    seen = g;
+    if (id < job_threads) job(job_args, id);
+    atomic_fetch_sub_explicit(&unfinished, 1, memory_order_acq_rel);
+  }
+  return 0;
+}
+
+int tinylit_pool_run(entry_t fn, void **args, int threads) {
+  pthread_mutex_lock(&run_lock);   /* one launch at a time, whichever Python thread asks */
+  if (owner != getpid()) {   /* a forked child has none of its parent's threads, and a copy of their lock's state */
+    workers = 0; owner = getpid();
+    pthread_mutex_init(&lock, 0); pthread_cond_init(&wake, 0);
+  }
+  while (workers < threads - 1 && workers < MAX_WORKERS) {
+    pthread_t t;
+    born[workers + 1] = atomic_load(&generation);
+    if (pthread_create(&t, 0, worker, (void *)(intptr_t)(workers + 1)) != 0) break;
+    pthread_detach(t);
+    workers++;
+  }
+  job = fn; job_args = args; job_threads = threads;
+  atomic_store(&unfinished, workers);
+  pthread_mutex_lock(&lock);
+  atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
+  pthread_cond_broadcast(&wake);
+  pthread_mutex_unlock(&lock);
+  fn(args, 0);
+  for (int id = workers + 1; id < threads; id++) fn(args, id);   /* calls no worker could be made for: run them here */
+  for (int i = 1; atomic_load_explicit(&unfinished, memory_order_acquire) > 0; i++) if (i % 1024) relax(); else sched_yield();
+  pthread_mutex_unlock(&run_lock);
+  return 0;
+}
+"""
+
+@functools.cache
+def thread_pool() -> ctypes.CDLL:
+  "The pool's library, compiled on first use (never with CPU_SANITIZE's checks: it outlives every kernel)."
+  with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f: f.write(ClangCompiler(sanitize=False).compile_cached(THREAD_POOL_SRC))
+  lib = ctypes.CDLL(f.name)
+  os.unlink(f.name)
+  lib.tinylit_pool_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+  return lib
+
 
 # %% ../../nbs/08a_cpu.ipynb #389693d5
 @functools.cache
@@ -148,7 +234,8 @@ void fma_peak(float* restrict out, int iters, int core_id) {{
 {body}
   }}
   {store}(out + core_id * {bits // 32}, {total});
-}}"""
+}}
+void fma_peak_thread(void** args, int core_id) {{ fma_peak((float*)args[0], *(const int*)args[1], core_id); }}"""
 
 def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float = 0.002, runs: int = 20) -> float | None:
   """GFLOPS of `fma_source(bits)` (default: the widest vectors the compiler targets) on `cores` threads (default: all),
