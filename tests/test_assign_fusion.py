@@ -102,8 +102,8 @@ def test_crossover_assigns_are_two_kernels_in_either_order(device):
     a, b = filled(2.0, 4, device=device), filled(3.0, 4, device=device)
     a += b
     b += a
-    ts = (a, b)
-    assert kernels(lambda: Tensor.realize(*(ts[i] for i in order))) == 2
+    first, second = (a, b) if order == (0, 1) else (b, a)
+    assert kernels(lambda first=first, second=second: Tensor.realize(first, second)) == 2
     np.testing.assert_array_equal(a.numpy(), [5] * 4)
     np.testing.assert_array_equal(b.numpy(), [8] * 4)
 

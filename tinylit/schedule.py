@@ -17,8 +17,8 @@ from .device import Buffer
 from .memory import memory_plan, planned_memory
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'items_ran', 'create_schedule', 'held_bases',
-           'intermediates']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'computed_bases', 'items_ran', 'create_schedule',
+           'held_bases', 'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True, eq=False)
@@ -307,9 +307,20 @@ class Scheduler:
       self.inlined |= builder.inlined
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-# the bases each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
-# `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2)
+# the base each item made by create_schedule computes (a multi-output kernel's first; its others in `_also_computes`):
+# the runtime sees only the item and its Buffers, and tells `items_ran` which items ran; the base then turns itself
+# into its buffer (`LazyBuffer.become_buffer`, chapter 2)
 _computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_also_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def computed_bases(si: ScheduleItem) -> tuple[LazyBuffer, ...]:
+  "The bases `si` computes, in the order of its outputs (none for an item that create_schedule didn't make)."
+  if (base := _computes.get(si)) is None: return ()
+  return (base, *_also_computes.get(si, ()))
+
+def _record(si: ScheduleItem, bases: Sequence[LazyBuffer]) -> None:
+  _computes[si] = bases[0]
+  if len(bases) > 1: _also_computes[si] = tuple(bases[1:])
 
 def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
@@ -317,7 +328,7 @@ def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   schedule ran, before that a later kernel may still overwrite it, so such a base stays unrealized (and is computed
   again if asked for) unless `complete`."""
   for si in items:
-    for buf, base in zip(si.bufs, _computes.get(si, ())):
+    for buf, base in zip(si.bufs, computed_bases(si)):
       if base.realized is None and (complete or buf is base.buffer): base.become_buffer()
 
 def _human(nbytes: int) -> str:
@@ -336,18 +347,18 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   out = outs[0].base if len(outs) == 1 else None
   key = _graph_key(out) if out is not None and out.realized is None else None
   if (si := _cached_item(out, key)) is not None:
-    _computes[si] = (out,)
+    _computes[si] = out
     schedule = [si]
   else:
     scheduler = Scheduler(outs)
     for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
-    for si, bases in zip(schedule, scheduler.computes): _computes[si] = bases
+    for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
     _remember(key, schedule)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
     order, assigned = memory_plan(schedule, temps)
     planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
-    for i, si in zip(order, planned): _computes[si] = _computes[schedule[i]]
+    for i, si in zip(order, planned): _record(si, computed_bases(schedule[i]))
     schedule = planned
   if DEBUG >= 1 and schedule:
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
@@ -422,7 +433,7 @@ def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> 
 def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
   """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, the bases a Tensor holds
   (`LazyBuffer.holders`) or a base outside the schedule reads (`LazyBuffer.readers`), and, from those, what they read."""
-  computed = [base for si in schedule for base in _computes.get(si, ())]
+  computed = [base for si in schedule for base in computed_bases(si)]
   nodes = _schedule_graph(computed, outs)
   # every holder is on record: a Tensor notes itself on the base of its lazydata (an autograd context's saved values
   # are its Tensors' lazydata, or their parents'), a base notes itself on the bases of its sources
@@ -441,5 +452,5 @@ def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) ->
 def intermediates(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
   "The buffers the schedule allocates that nothing holds once it has run: the ones the memory planner may share."
   held = held_bases(schedule, outs)
-  return {buf for si in schedule for buf, base in zip(si.bufs, _computes.get(si, ())) if base not in held
+  return {buf for si in schedule for buf, base in zip(si.bufs, computed_bases(si)) if base not in held
           and base.op is not Ops.ASSIGN and not buf.is_allocated and buf.nbytes > 0}
