@@ -66,6 +66,8 @@ class TinyJit:
       raise JitError(f"TinyJit: {name} was called while another TinyJit is capturing: having TinyJit inside another "
                      f"TinyJit is not supported (the outer recording would miss its kernels); call {name}.fxn, the plain "
                      "function, inside the jitted one")
+    from tinylit.tensor import realize_pending
+    realize_pending()   # writes made before the call run now: a recording must not replay them
     inputs = self._input_tensors(args, kwargs)
     # inputs must be real buffers: their memory is what the replayed kernels read
     for t in inputs:
@@ -114,6 +116,7 @@ class TinyJit:
         ret = self.fxn(*args, **kwargs)
         # whatever it returns is computed now, so that its kernels are in the recording
         if outs := _returned_tensors(ret): outs[0].realize(*outs[1:])
+        realize_pending()   # and so are the writes it made (`x.assign(...)` in a function that returns nothing)
       finally: captured = capturing.pop()
       if not captured:
         raise JitError(f"TinyJit: {name} launched no kernel while it was captured (call 2), so there is nothing to replay "

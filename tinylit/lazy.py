@@ -33,7 +33,8 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   # a buffer allocated as such must fit 32-bit indices; a computed one may be fused away (the (n, n, n) product
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
   if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): check_size(st.shape, op.name if op is not None else "buffer")
-  cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.ASSIGN, Ops.CONTIGUOUS)
+  # an ASSIGN is cached too: the same value written through the same view into the same target is one write (tinygrad)
+  cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.CONTIGUOUS)
   # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
   arg_key = (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg
   key = (device, st, dtype, op, arg_key, tuple(id(s) for s in srcs), id(base) if base is not None else None)
@@ -210,12 +211,16 @@ class LazyBuffer(MathTrait):
     if device == self.device: return self
     return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, None, (self.contiguous(),))
   def assign(self, x: LazyBuffer, st: ShapeTracker | None = None) -> LazyBuffer:
-    """Write `x` into this realized base's memory through the view `st` (x's shape; default: all of it, in order).
-    The result is an ASSIGN base with no memory of its own: its kernel stores into the target's buffer through `st`."""
+    """Write `x` into this base's memory through the view `st` (x's shape; default: all of it, in order). The target is
+    a realized base, or an ASSIGN not yet run (a second write to the same memory). The result is an ASSIGN base: the
+    whole target after the write (its shape), with no memory of its own: its kernel stores into the target's buffer
+    through `st`, and a read of it is a read of that buffer once the kernel ran. Nothing runs now (tinygrad's lazy
+    assign): the write is one more node of the graph, scheduled with what else is realized (chapter 4)."""
     st = ShapeTracker.from_shape(self.shape) if st is None else st
-    if self.base is not self or self.realized is None: raise RuntimeError(f"assign target must be a realized base, got {self!r}")
+    if self.base is not self or (self.realized is None and self.op is not Ops.ASSIGN):
+      raise RuntimeError(f"assign target must be a realized base or an ASSIGN, got {self!r}")
     if st.shape != x.shape: raise RuntimeError(f"assign: value of shape {x.shape} written through a view of shape {st.shape}")
-    return create_lazybuffer(self.device, ShapeTracker.from_shape(x.shape), self.dtype, Ops.ASSIGN, st, (x, self))
+    return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, st, (x, self))
 
   def alu(self, op: Ops, *in_srcs: LazyBuffer) -> LazyBuffer:
     "An elementwise op; sources must already have this buffer's shape."

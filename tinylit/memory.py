@@ -76,28 +76,30 @@ def memory_order(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[Sched
   writer: dict[Buffer, int] = {}
   readers: dict[Buffer, list[int]] = {}
   for i, si in enumerate(schedule):
-    for b in si.bufs[1:]:
+    for b in si.inputs:
       if b in writer: before[i].add(writer[b])
       readers.setdefault(b, []).append(i)
-    if si.bufs[0] in writer: before[i].add(writer[si.bufs[0]])
-    before[i].update(readers.pop(si.bufs[0], []))
-    writer[si.bufs[0]] = i
+    for out in si.outputs:   # a kernel may write several buffers (chapter 4's multi-output kernels)
+      if out in writer: before[i].add(writer[out])
+      before[i].update(r for r in readers.pop(out, []) if r != i)
+      writer[out] = i
   after: list[list[int]] = [[] for _ in schedule]
   for i, deps in enumerate(before):
     for d in deps: after[d].append(i)
   waiting = [len(deps) for deps in before]
-  readers_left = Counter(b for si in schedule for b in set(si.bufs[1:]) if b in temps)
+  readers_left = Counter(b for si in schedule for b in set(si.inputs) if b in temps)
   def gain(i: int) -> tuple[int, int]:
     si = schedule[i]
-    freed = sum(b.nbytes for b in set(si.bufs[1:]) if b in temps and readers_left[b] == 1)
-    allocated = 0 if si.bufs[0].is_allocated else si.bufs[0].nbytes   # an assign's target is realized: allocated
+    freed = sum(b.nbytes for b in set(si.inputs) if b in temps and readers_left[b] == 1)
+    # an assign's target is realized: allocated
+    allocated = sum(b.nbytes for b in si.outputs if not b.is_allocated)
     return freed - allocated, -i   # on a tie, the scheduler's order
   ready, order = [i for i, n in enumerate(waiting) if n == 0], []
   while ready:
     best = max(ready, key=gain)
     ready.remove(best)
     order.append(schedule[best])
-    readers_left.subtract(b for b in set(schedule[best].bufs[1:]) if b in temps)
+    readers_left.subtract(b for b in set(schedule[best].inputs) if b in temps)
     for j in after[best]:
       waiting[j] -= 1
       if waiting[j] == 0: ready.append(j)

@@ -17,20 +17,21 @@ from .device import Buffer
 from .memory import memory_plan, planned_memory
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'Scheduler', 'items_ran', 'create_schedule', 'held_bases', 'intermediates']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'computed_bases', 'items_ran', 'create_schedule',
+           'held_bases', 'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True, eq=False)
 class ScheduleItem:
-  """One step of work: a kernel AST (a SINK of STOREs), or a COPY / EMPTY, and the buffers it touches --
-  outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime that runs it
-  knows nothing of the lazy graph. (Compared by identity: two items with the same AST and buffers are two steps.)"""
+  """One step of work: a kernel AST (a SINK of STOREs, one per output), or a COPY / EMPTY, and the buffers it
+  touches -- outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime that
+  runs it knows nothing of the lazy graph. (Compared by identity: two items with the same AST and buffers are two steps.)"""
   ast: UOp
   bufs: tuple[Buffer, ...]
   @property
-  def outputs(self) -> tuple[Buffer, ...]: return self.bufs[:1]
+  def outputs(self) -> tuple[Buffer, ...]: return self.bufs[:len(self.ast.src) if self.ast.op is Ops.SINK else 1]
   @property
-  def inputs(self) -> tuple[Buffer, ...]: return self.bufs[1:]
+  def inputs(self) -> tuple[Buffer, ...]: return self.bufs[len(self.outputs):]
 
 # %% ../nbs/04_schedule.ipynb #7072ff8e
 class _ReshapeKernel(Exception):
@@ -46,12 +47,25 @@ class _OverlappingAssign(Exception):
   "Raised when an in-place write reads its own target anywhere but at the element it writes."
 
 # %% ../nbs/04_schedule.ipynb #211c8910
+def _reads_in_place(st: ShapeTracker, out_st: ShapeTracker) -> bool:
+  """Does a kernel that writes through `out_st` and reads the same memory through `st` read each element only where it
+  writes it? The same view does; so does a padded one that is the same view wherever it is not padding (tinygrad's rule:
+  `a.assign(a + a.shrink(...).pad(...))` is one kernel)."""
+  if st == out_st: return True
+  if len(st.views) != 1 or len(out_st.views) != 1 or (mask := st.views[0].mask) is None: return False
+  return st.shrink(mask) == out_st.shrink(mask)
+
 class KernelBuilder:
-  """Builds the AST of the kernel that computes `out`: realized bases become LOADs, elementwise bases are
-  inlined (fused), and at most one reduce joins the kernel. Bases that can't be inlined are scheduled first."""
-  def __init__(self, out: LazyBuffer, scheduler: Scheduler, value: LazyBuffer | None = None):
-    # `value`: what an ASSIGN writes, if not its own source (a copy of it, see Scheduler.schedule_base)
-    self.out, self.scheduler, self.value = out, scheduler, value
+  """Builds the AST of the kernel that computes `outs` (usually one base; several that share a reduce, see
+  `Scheduler.partners`): realized bases become LOADs, elementwise bases are inlined (fused), and at most one reduce
+  joins the kernel. Bases that can't be inlined are scheduled first. Each output is one STORE of the SINK."""
+  def __init__(self, outs: LazyBuffer | list[LazyBuffer], scheduler: Scheduler, value: LazyBuffer | None = None):
+    # `value`: what a single ASSIGN writes, if not its own source (a copy of it, see Scheduler.schedule_base)
+    self.outs = [outs] if isinstance(outs, LazyBuffer) else list(outs)
+    self.out, self.scheduler, self.value = self.outs[0], scheduler, value
+    # the memory each output writes: an ASSIGN writes its target's buffer, through the view `out_sts` gives
+    self.out_buffers = {id(o.buffer): n for n, o in enumerate(self.outs)}
+    self.out_sts: dict[int, ShapeTracker] = {}
     self.inputs: list[LazyBuffer] = []
     self.reduce: LazyBuffer | None = None
     self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}  # a sub-graph read twice is built once
@@ -63,27 +77,29 @@ class KernelBuilder:
     return self.built[key]
 
   def global_for(self, base: LazyBuffer) -> UOp:
-    "The kernel argument (DEFINE_GLOBAL) for a buffer: 0 is the output, inputs follow in order of first use."
-    if base is self.out or (self.out.op is Ops.ASSIGN and base.buffer is self.out.buffer): return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), 0)
+    "The kernel argument (DEFINE_GLOBAL) for a buffer: the outputs first (0, 1, ...), inputs follow in order of first use."
+    if (n := self.out_buffers.get(id(base.buffer))) is not None and (base in self.outs or self.outs[n].op is Ops.ASSIGN):
+      return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), n)
     if base not in self.inputs: self.inputs.append(base)
-    return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + 1)
+    return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + len(self.outs))
 
   def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     base = lb.base
     st = lb.st + st if lb is not base else st
-    if base is not self.out and self.scheduler.must_realize(base):
-      if self.out.op is Ops.ASSIGN and base.buffer is self.out.buffer and st != self.out_st:
+    if base not in self.outs and self.scheduler.must_realize(base):
+      n = self.out_buffers.get(id(base.buffer))
+      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]):
         raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
       self.scheduler.schedule_base(base)
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
     self.inlined.add(base)
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
-      if base is not self.out:
+      if base not in self.outs:
         # a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order, all of it:
         # a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would then
         # store the whole reduce into the smaller output
-        if self.reduce is not None or not st.contiguous or st.size != base.size:
+        if self.reduce not in (None, base) or not st.contiguous or st.size != base.size:
           self.scheduler.schedule_base(base)
           return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
         if st.shape != base.shape: raise _ReshapeKernel(base.shape)
@@ -92,7 +108,7 @@ class KernelBuilder:
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base is not self.out and resolve(base.size >= 64) and resolve(_expansion(st) >= 4) and self.scheduler.costly(base):
+    if base not in self.outs and resolve(base.size >= 64) and resolve(_expansion(st) >= 4) and self.scheduler.costly(base):
       # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
       # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
       # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
@@ -114,29 +130,40 @@ class KernelBuilder:
                if s.base.op not in (Ops.CONST, Ops.REDUCE_AXIS) and not self.scheduler.must_realize(s.base))
 
   def ast(self) -> UOp:
-    shape = self.out.shape
+    # an ASSIGN's kernel runs over the value it writes (the view's shape), any other over its output
+    shape = kernel_shape(self.out)
     while True:
       try:
         st = ShapeTracker.from_shape(shape)
-        # the positions this kernel writes: its output in order, or, for an ASSIGN, the target's view it writes through
-        self.out_st = self.out.arg.reshape(shape) if self.out.op is Ops.ASSIGN else st
-        value = self.build(self.out, st)
+        # the positions each output is written at: in order, or, for an ASSIGN, the target's view it writes through
+        self.out_sts = {n: o.arg.reshape(shape) if o.op is Ops.ASSIGN else st for n, o in enumerate(self.outs)}
+        values = [self.build(o, st) for o in self.outs]
         # something this kernel inlined got its own kernel meanwhile (a pending reader of a buffer that an ASSIGN
         # scheduled for this kernel overwrites first): build again, loading its result instead of recomputing it
-        if not any(b in self.scheduler.scheduled for b in self.inlined - {self.out}): break
+        if not any(b in self.scheduler.scheduled for b in self.inlined - set(self.outs)): break
         self.inputs, self.reduce, self.built, self.inlined = [], None, {}, set()
       except _ReshapeKernel as e:
         self.inputs, self.reduce, self.built, self.inlined, shape = [], None, {}, set(), e.shape
-    store = UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, self.out.dtype, (), 0), UOp(Ops.VIEW, None, (), self.out_st), value))
-    return UOp(Ops.SINK, None, (store,))
+    return UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, o.dtype, (), n), UOp(Ops.VIEW, None, (), self.out_sts[n]), v))
+                                     for n, (o, v) in enumerate(zip(self.outs, values))))
+
+def kernel_shape(base: LazyBuffer) -> tuple:
+  "The loop shape of the kernel computing `base`: an ASSIGN's is its value's (the view it writes through), else its own."
+  return base.arg.shape if base.op is Ops.ASSIGN else base.shape
 
 # %% ../nbs/04_schedule.ipynb #567e8a15
 class Scheduler:
-  "Walks the lazy graph from the outputs, deciding which bases become buffers, in dependency order."
-  def __init__(self):
+  """Walks the lazy graph from the outputs, deciding which bases become buffers, in dependency order. `outs` are the
+  bases asked for: outputs that read the same reduce share one kernel (`partners`)."""
+  def __init__(self, outs: Sequence[LazyBuffer] = ()):
     self.schedule: list[ScheduleItem] = []
-    self.computes: list[LazyBuffer] = []           # the base each item of `schedule` computes
+    self.computes: list[tuple[LazyBuffer, ...]] = []   # the bases each item of `schedule` computes (outputs in order)
     self.scheduled: dict[LazyBuffer, None] = {}
+    self.outs = list(dict.fromkeys(lb.base for lb in outs if lb.base.realized is None))
+    self.written: set[LazyBuffer] = set()      # the targets of the ASSIGNs scheduled so far: their old contents are gone
+    self.preparing: set[LazyBuffer] = set()    # outputs whose kernel waits for what must run before it
+    self.inlined: set[LazyBuffer] = set()      # the bases scheduled kernels compute inline
+    self._old_readers: dict[LazyBuffer, list[LazyBuffer]] | None = None
 
   def must_realize(self, base: LazyBuffer) -> bool:
     "Bases that are never fused into a consumer."
@@ -178,41 +205,122 @@ class Scheduler:
       stack.extend(s.base for s in b.srcs)
     return False
 
-  def add(self, si: ScheduleItem, base: LazyBuffer) -> None:
+  def read_by(self, lb: LazyBuffer) -> set[LazyBuffer]:
+    "The bases a kernel computing `lb` loads (the sources of its fused graph that are not inlined)."
+    if self.must_realize(lb.base): return {lb.base}   # a write of a buffer's values (`b.assign(a.flip(0))`) loads it
+    fused = self.fused(lb)
+    return {s.base for b in fused for s in b.srcs if s.base not in fused}
+
+  def old_readers(self, target: LazyBuffer) -> list[LazyBuffer]:
+    "The ASSIGNs asked for whose value reads `target`'s contents (found once per schedule: an optimizer asks for hundreds)."
+    if self._old_readers is None:
+      self._old_readers = {}
+      for a in self.outs:
+        if a.op is Ops.ASSIGN:
+          for b in self.read_by(a.srcs[0]): self._old_readers.setdefault(b, []).append(a)
+    return self._old_readers.get(target, [])
+
+  def fused_reduce(self, base: LazyBuffer) -> LazyBuffer | None:
+    "The one reduce a kernel computing `base` would inline, if there is exactly one."
+    reduces = [b for b in self.fused(base) if b.op is Ops.REDUCE_AXIS and b is not base]
+    return reduces[0] if len(reduces) == 1 else None
+
+  def partners(self, base: LazyBuffer) -> list[LazyBuffer]:
+    """The other outputs asked for that join `base`'s kernel (tinygrad's multi-output kernels): they inline the same
+    reduce, loop over the same shape, and neither depends on the other nor reads memory the other writes. The reduce
+    is then computed once for all of them: `b.assign(r + b); c.assign(r + c)` with `r = a.sum(1)` is one kernel."""
+    if len(self.outs) < 2 or base.op is Ops.REDUCE_AXIS or (r := self.fused_reduce(base)) is None: return []
+    group = [base]
+    for o in self.outs:
+      if o in group or o in self.scheduled or o in self.preparing or o.realized is not None or o.forced_realize: continue
+      if o.op in (Ops.COPY, Ops.EMPTY, Ops.CONST, Ops.REDUCE_AXIS) or kernel_shape(o) != kernel_shape(base): continue
+      if self.fused_reduce(o) is not r: continue
+      # an ASSIGN's memory is written by this kernel: no other output of it may read that memory, nor may its target
+      # be another write that has not run yet
+      if o.op is Ops.ASSIGN and o.srcs[1].base.realized is None: continue
+      if any(self.depends_on(o, g) or self.depends_on(g, o) for g in group): continue
+      members = group + [o]
+      writes = {id(g.buffer) for g in members if g.op is Ops.ASSIGN}
+      if any(id(b.buffer) in writes and not (g.op is Ops.ASSIGN and b is g.srcs[1].base)
+             for g in members for b in self.read_by(g.srcs[0] if g.op is Ops.ASSIGN else g)): continue
+      group.append(o)
+    return group[1:]
+
+  def before_write(self, base: LazyBuffer) -> None:
+    "Schedule what must run before the ASSIGN `base` overwrites its target's memory."
+    target, value = base.srcs[1].base, self.fused(base.srcs[0])
+    # an earlier write to the same memory, not run yet, goes first: `x += 1; x += 1` is two writes in order
+    if target.op is Ops.ASSIGN: self.schedule_base(target)
+    # so does another write asked for that reads the old contents: in `a += b; b += a`, a's kernel reads the old b.
+    # (Two writes that each read the other's old contents are a cycle: one goes first, after the readers below.)
+    for other in self.old_readers(target):
+      if other is not base and other not in self.scheduled and other not in self.preparing and not self.depends_on(other, base):
+        self.schedule_base(other)
+    # whoever read the old contents and isn't computed yet runs first: `b = a + 1` keeps the `a` it was made from. (Not
+    # a part of a kernel already scheduled that nobody else asks for; in particular not one that reads memory an
+    # earlier write of this schedule overwrote: that one would have been computed before the write if it were wanted.)
+    for r in target.pending_readers():
+      if r in value or self.depends_on(r, base) or (r in self.inlined and not r.wanted(besides=self.inlined)): continue
+      if self.written and self.read_by(r) & self.written: continue
+      self.schedule_base(r)
+    # and so does a part of the value that reads the old contents, if anyone can still ask for it: in
+    # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
+    for r in self.reading(value, target):
+      if r.wanted(besides=value | {base}): self.schedule_base(r)
+
+  def add(self, si: ScheduleItem, bases: tuple[LazyBuffer, ...]) -> None:
     self.schedule.append(si)
-    self.computes.append(base)
+    self.computes.append(bases)
+    for b in bases:
+      self.scheduled[b] = None
+      if b.op is Ops.ASSIGN: self.written.add(b.srcs[1].base)
 
   def schedule_base(self, base: LazyBuffer) -> None:
     if base.realized is not None or base in self.scheduled: return
     if base.op is Ops.EMPTY or base.size == 0:
-      self.add(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,)), base)
+      self.add(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,)), (base,))
     elif base.op is Ops.COPY:
       src = base.srcs[0].base
       self.schedule_base(src)
-      self.add(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer)), base)
+      self.add(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer)), (base,))
     else:
-      if base.op is Ops.ASSIGN:
-        # whoever read the old contents and isn't computed yet runs first: `b = a + 1` keeps the `a` it was made from
-        target, value = base.srcs[1].base, self.fused(base.srcs[0])
-        for r in target.pending_readers():
-          if r not in value and not self.depends_on(r, base): self.schedule_base(r)
-        # and so does a part of the value that reads the old contents, if anyone can still ask for it: in
-        # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
-        for r in self.reading(value, target):
-          if r.wanted(besides=value | {base}): self.schedule_base(r)
-      builder = KernelBuilder(base, self)
+      group = [base] if base in self.preparing else [base, *self.partners(base)]
+      self.preparing.update(group)
+      for b in group:
+        if b.op is Ops.ASSIGN and b not in self.scheduled: self.before_write(b)
+      self.preparing.difference_update(group)
+      if base in self.scheduled: return    # what had to run first needed it: it got a kernel of its own
+      group = [b for b in group if b not in self.scheduled]
+      builder, ast = KernelBuilder(group, self), None
       try: ast = builder.ast()
       except _OverlappingAssign:
-        # e.g. a.assign(a.flip(0)): compute the value into fresh memory first, then copy it over the target
-        builder = KernelBuilder(base, self, value=base.srcs[0].clone())
-        ast = builder.ast()
-      self.add(ScheduleItem(ast, (base.buffer, *[b.buffer for b in builder.inputs])), base)
-    self.scheduled[base] = None
+        if len(group) == 1:
+          # e.g. a.assign(a.flip(0)): compute the value into fresh memory first, then copy it over the target
+          builder = KernelBuilder(base, self, value=base.srcs[0].clone())
+        else: builder = KernelBuilder(base, self)   # the outputs share no kernel; the others get their own later
+      if ast is None:
+        try: ast = builder.ast()
+        except _OverlappingAssign:
+          builder = KernelBuilder(base, self, value=base.srcs[0].clone())
+          ast = builder.ast()
+      self.add(ScheduleItem(ast, (*[o.buffer for o in builder.outs], *[b.buffer for b in builder.inputs])), tuple(builder.outs))
+      self.inlined |= builder.inlined
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-# the base each item made by create_schedule computes: the runtime sees only the item and its Buffers, and tells
-# `items_ran` which items ran; the base then turns itself into its buffer (`LazyBuffer.become_buffer`, chapter 2)
+# the base each item made by create_schedule computes (a multi-output kernel's first; its others in `_also_computes`):
+# the runtime sees only the item and its Buffers, and tells `items_ran` which items ran; the base then turns itself
+# into its buffer (`LazyBuffer.become_buffer`, chapter 2)
 _computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_also_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def computed_bases(si: ScheduleItem) -> tuple[LazyBuffer, ...]:
+  "The bases `si` computes, in the order of its outputs (none for an item that create_schedule didn't make)."
+  if (base := _computes.get(si)) is None: return ()
+  return (base, *_also_computes.get(si, ()))
+
+def _record(si: ScheduleItem, bases: Sequence[LazyBuffer]) -> None:
+  _computes[si] = bases[0]
+  if len(bases) > 1: _also_computes[si] = tuple(bases[1:])
 
 def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
@@ -220,9 +328,8 @@ def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
   schedule ran, before that a later kernel may still overwrite it, so such a base stays unrealized (and is computed
   again if asked for) unless `complete`."""
   for si in items:
-    base = _computes.get(si)
-    if base is not None and base.realized is None and (complete or si.bufs[0] is base.buffer):
-      base.become_buffer()
+    for buf, base in zip(si.bufs, computed_bases(si)):
+      if base.realized is None and (complete or buf is base.buffer): base.become_buffer()
 
 def _human(nbytes: int) -> str:
   for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
@@ -243,15 +350,15 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     _computes[si] = out
     schedule = [si]
   else:
-    scheduler = Scheduler()
+    scheduler = Scheduler(outs)
     for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
-    for si, base in zip(schedule, scheduler.computes): _computes[si] = base
+    for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
     _remember(key, schedule)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
     order, assigned = memory_plan(schedule, temps)
     planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
-    for i, si in zip(order, planned): _computes[si] = _computes[schedule[i]]
+    for i, si in zip(order, planned): _record(si, computed_bases(schedule[i]))
     schedule = planned
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
@@ -326,7 +433,7 @@ def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> 
 def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
   """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, the bases a Tensor holds
   (`LazyBuffer.holders`) or a base outside the schedule reads (`LazyBuffer.readers`), and, from those, what they read."""
-  computed = [base for si in schedule if (base := _computes.get(si)) is not None]
+  computed = [base for si in schedule for base in computed_bases(si)]
   nodes = _schedule_graph(computed, outs)
   # every holder is on record: a Tensor notes itself on the base of its lazydata (an autograd context's saved values
   # are its Tensors' lazydata, or their parents'), a base notes itself on the bases of its sources
@@ -345,5 +452,5 @@ def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) ->
 def intermediates(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
   "The buffers the schedule allocates that nothing holds once it has run: the ones the memory planner may share."
   held = held_bases(schedule, outs)
-  return {si.bufs[0] for si in schedule if (base := _computes.get(si)) is not None and base not in held
-          and base.op is not Ops.ASSIGN and not si.bufs[0].is_allocated and si.bufs[0].nbytes > 0}
+  return {buf for si in schedule for buf, base in zip(si.bufs, computed_bases(si)) if base not in held
+          and base.op is not Ops.ASSIGN and not buf.is_allocated and buf.nbytes > 0}

@@ -26,7 +26,8 @@ from .mixin.loss import LossMixin
 import tinylit.function as F
 
 # %% auto #0
-__all__ = ['train', 'no_grad_ctx', 'Tensor', 'Storage', 'flatten_deep', 'FreedGraph', 'from_blob']
+__all__ = ['train', 'no_grad_ctx', 'Tensor', 'Storage', 'pending_assigns', 'realize_pending', 'flatten_deep', 'FreedGraph',
+           'from_blob']
 
 # %% ../nbs/01_tensor.ipynb #ec3d93ad
 class train(ContextDecorator):
@@ -132,7 +133,8 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     storage is memory of its own: a constant or a padded view gets a buffer holding its values."""
     for t in (self, *lst):
       if not t._storage.has_memory(): t._storage.move_to(t._storage.root.clone())
-    run_schedule(self.schedule(*lst))
+    # the writes `assign` recorded since the last realize run with it, in one schedule: an optimizer's step is one
+    run_schedule(create_schedule([t.lazydata for t in (self, *lst)] + pending_assigns()))
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
@@ -157,6 +159,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   def _storage_numpy(self) -> np.ndarray:
     "The values as memory holds them (bfloat16 as its uint16 bit patterns)."
     if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np_storage)
+    realize_pending()   # a read sees every write made before it
     lb = self.lazydata
     # a realized base read in order (perhaps reshaped) is copied out directly; anything else runs a kernel first
     if not (lb.base.realized is not None and lb.st.contiguous and lb.size == lb.base.size):
@@ -180,9 +183,11 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     self.lazydata = self.to(device).lazydata
     return self
   def assign(self, x) -> Tensor:
-    """Write `x` into this tensor's memory, now, as torch does: every view of the same storage sees the new values at
-    once, and every value computed from the old ones keeps them. One kernel stores through this tensor's view of its
-    storage (its `_view`); `x += 1`, `t[i] = v` and optimizers all write this way."""
+    """Write `x` into this tensor's memory, as torch does: every view of the same storage sees the new values, and
+    every value computed from the old ones keeps them. The write is lazy, as in tinygrad: an ASSIGN node that stores
+    through this tensor's view of its storage (its `_view`) becomes the storage's root, and runs with the next
+    realize or read (`pending_assigns`), so that a step's writes are scheduled together and may share kernels.
+    `x += 1`, `t[i] = v` and optimizers all write this way."""
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.shape != self.shape: raise ArgumentError(f"assign: shape {x.shape} doesn't match {self.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign: dtype {x.dtype} doesn't match {self.dtype}")
@@ -198,8 +203,11 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     sharers = list(x._storage.tensors.values())
     sole = value.base is value and value.realized is None and len(sharers) == 1 and sharers[0] is x
     if sole: value.release(x)
-    run_schedule(create_schedule([target.assign(value, self._view)]))
-    if sole: x.lazydata = target._view(self._view)
+    written = target.assign(value, self._view)
+    # every tensor of this storage now reads the memory after the write (a value made before it still reads `target`)
+    self._storage.move_to(written)
+    _pending.append(written)
+    if sole: x.lazydata = written._view(self._view)
     return self
   def replace(self, x: Tensor) -> Tensor:
     "Point this tensor at x's data (no copy, no kernel), as tinygrad's replace: it becomes a view of x's storage."
@@ -281,8 +289,23 @@ class Storage:
     others = {id(t._storage): t._storage for t in self.root.holders
               if t._storage is not self and t.lazydata.base is self.root}
     for other in others.values(): other.move_to(other.root.clone())
-    if self.root.realized is None: run_schedule(create_schedule([self.root]))
+    # a write not run yet is memory already: the next write goes after it (a computed value is realized first)
+    if self.root.realized is None and self.root.op is not Ops.ASSIGN: run_schedule(create_schedule([self.root]))
     return self.root
+
+# the writes `Tensor.assign` recorded that have not run yet. Module state, like `lazycache`: a write must run even if
+# no tensor asks for it again, and every realize (and read) runs the ones made before it
+_pending: list[LazyBuffer] = []
+
+def pending_assigns() -> list[LazyBuffer]:
+  "The writes (ASSIGN bases) not run yet; taking them hands them to the caller's schedule."
+  ret = [lb for lb in _pending if lb.realized is None]
+  _pending.clear()
+  return ret
+
+def realize_pending() -> None:
+  "Run the writes not run yet (a read, and TinyJit before and after it records, call this)."
+  if _pending and (writes := pending_assigns()): run_schedule(create_schedule(writes))
 
 
 # %% ../nbs/01_tensor.ipynb #a02f00b1

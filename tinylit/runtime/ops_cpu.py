@@ -65,7 +65,7 @@ class CPUProgram:
     thread_pool().tinylit_pool_run(self.thread_entry, (ctypes.c_void_p * len(addrs))(*addrs), global_size[0])
 
 
-# %% ../../nbs/08a_cpu.ipynb #3a190e6b
+# %% ../../nbs/08a_cpu.ipynb #85b7aa64
 THREAD_POOL_SRC = r"""
 #include <pthread.h>
 #include <stdatomic.h>
