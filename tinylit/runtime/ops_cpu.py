@@ -60,12 +60,15 @@ class CPUProgram:
     args = [b if type(b) is _CArg else ctypes.byref(ctypes.c_char.from_buffer(b)) for b in bufs]
     if vals: args += [ctypes.c_int32(v) for v in vals]   # most kernels have no variable: no second list to add
     if not global_size or global_size[0] == 1: return self.fxn(*args)
+    if self.thread_entry is None:
+      raise RuntimeError(f"{self.fxn.__name__}: {global_size[0]} threads asked for, but the library has no "
+                         f"{self.fxn.__name__}_thread(void** args, int core_id) entry for the thread pool (chapter 7 writes one)")
     # the pool reads each argument through its address: a buffer's is its data, a variable's the int it lives in
     addrs = [ctypes.addressof(a._obj) if type(a) is _CArg else ctypes.addressof(a) for a in args]
     thread_pool().tinylit_pool_run(self.thread_entry, (ctypes.c_void_p * len(addrs))(*addrs), global_size[0])
 
 
-# %% ../../nbs/08a_cpu.ipynb #85b7aa64
+# %% ../../nbs/08a_cpu.ipynb #82849c08
 THREAD_POOL_SRC = r"""
 #include <pthread.h>
 #include <stdatomic.h>
