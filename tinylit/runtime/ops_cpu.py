@@ -68,7 +68,7 @@ class CPUProgram:
     thread_pool().tinylit_pool_run(self.thread_entry, (ctypes.c_void_p * len(addrs))(*addrs), global_size[0])
 
 
-# %% ../../nbs/08a_cpu.ipynb #82849c08
+# %% ../../nbs/08a_cpu.ipynb #ca32a05b
 THREAD_POOL_SRC = r"""
 #include <pthread.h>
 #include <stdatomic.h>
