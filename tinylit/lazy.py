@@ -14,10 +14,31 @@ from .shapetracker import ShapeTracker
 from .device import Buffer
 
 # %% auto #0
-__all__ = ['lazycache', 'check_size', 'create_lazybuffer', 'fold_alu', 'fold_reduce', 'LazyBuffer']
+__all__ = ['lazycache', 'WeakValues', 'check_size', 'create_lazybuffer', 'fold_alu', 'fold_reduce', 'LazyBuffer']
 
 # %% ../nbs/02_lazy.ipynb #dcb2a4a4
-lazycache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+class WeakValues:
+  """Values held weakly, under keys: `weakref.WeakValueDictionary`'s job, for the three places every op passes through
+  (the dedup cache below, a base's readers and its holders). Each entry is a plain weak reference with no callback; a
+  WeakValueDictionary makes a keyed reference with a callback for each entry and runs it when the value dies, which
+  cost about 1.5 us per op here. A dead entry reads as missing; the dead are swept out whenever the dict has doubled
+  since the last sweep, so it holds at most about twice the live entries."""
+  __slots__ = ("refs", "sweep_at")
+  def __init__(self): self.refs, self.sweep_at = {}, 8
+  def get(self, key, default=None):
+    return default if (ref := self.refs.get(key)) is None or (value := ref()) is None else value
+  def __setitem__(self, key, value) -> None:
+    if len(self.refs) >= self.sweep_at:
+      self.refs = {k: ref for k, ref in self.refs.items() if ref() is not None}
+      self.sweep_at = 2 * len(self.refs) + 8
+    self.refs[key] = weakref.ref(value)
+  def pop(self, key, default=None):
+    return default if (ref := self.refs.pop(key, None)) is None or (value := ref()) is None else value
+  def values(self) -> list: return [v for ref in self.refs.values() if (v := ref()) is not None]
+  def clear(self) -> None: self.refs.clear()
+  def __len__(self) -> int: return len(self.values())
+
+lazycache = WeakValues()   # the live LazyBuffers, by what they compute
 
 def check_size(shape: tuple[int, ...], what: str) -> None:
   "Buffers are indexed with 32-bit ints: refuse, naming the shape, a buffer that would need more."
@@ -82,7 +103,6 @@ class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
   a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
   (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
-  _sweep_holders_at = 8   # see `hold`
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
@@ -94,8 +114,8 @@ class LazyBuffer(MathTrait):
       self.buffer: Buffer = srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self.size, dtype)
       self.forced_realize = False
       # the bases computed from it and the Tensors that hold it, both weakly (made on first use: most bases have none)
-      self._readers: weakref.WeakSet | None = None
-      self._holders: dict[int, weakref.ref] | None = None
+      self._readers: WeakValues | None = None
+      self._holders: WeakValues | None = None
     elif base.base is not base: raise RuntimeError("a view must sit on a base")
 
   @property
@@ -116,30 +136,24 @@ class LazyBuffer(MathTrait):
   # ---- who reads a base and who holds it: chapter 4 asks before it overwrites memory in place or shares it
   def add_reader(self, reader: LazyBuffer) -> None:
     "Note that the base `reader` is computed from this base."
-    if self._readers is None: self._readers = weakref.WeakSet()
-    self._readers.add(reader)
+    if self._readers is None: self._readers = WeakValues()
+    self._readers[id(reader)] = reader
   @property
   def readers(self) -> list[LazyBuffer]:
     "The live bases computed from this base that are not computed yet."
-    return [r for r in self._readers if r.realized is None] if self._readers is not None else []
+    return [r for r in self._readers.values() if r.realized is None] if self._readers is not None else []
   def hold(self, tensor: Any) -> None:
     "Note that `tensor` holds this base or a view of it (chapter 1's Tensor calls it for every lazydata it takes)."
-    # by id (a WeakSet would compare two Tensors with ==, which is elementwise), through a weak reference with no
-    # callback: every op's result is held, and a WeakValueDictionary costs several times as much to make and fill, and
-    # runs a callback when the Tensor dies. The dead are skipped when read, and swept out once the dict has grown to
-    # twice what the last sweep left (and 8 more): a base held by many short-lived views keeps few dead entries
-    if (holders := self._holders) is None: holders = self._holders = {}
-    elif len(holders) >= self._sweep_holders_at:
-      holders = self._holders = {k: ref for k, ref in holders.items() if ref() is not None}
-      self._sweep_holders_at = 2 * len(holders) + 8
-    holders[id(tensor)] = weakref.ref(tensor)
+    # by id: a WeakSet would compare two Tensors with ==, which is elementwise
+    if self._holders is None: self._holders = WeakValues()
+    self._holders[id(tensor)] = tensor
   def release(self, tensor: Any) -> None:
     "`tensor` no longer holds this base."
-    if self._holders is not None: self._holders.pop(id(tensor), None)   # (under its id, a dead entry at most)
+    if self._holders is not None: self._holders.pop(id(tensor))
   @property
   def holders(self) -> list:
     "The live Tensors holding this base or a view of it: values somebody can still ask for."
-    return [t for ref in self._holders.values() if (t := ref()) is not None] if self._holders is not None else []
+    return self._holders.values() if self._holders is not None else []
   def pending_readers(self) -> list[LazyBuffer]:
     "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
     return self.readers

@@ -4,7 +4,6 @@
 
 # %% ../nbs/01_tensor.ipynb #b09dcf3d
 from __future__ import annotations
-import weakref
 from contextlib import ContextDecorator
 from typing import ClassVar
 import numpy as np
@@ -96,9 +95,8 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   def _bind(self, lb: LazyBuffer, storage: Storage, view: ShapeTracker) -> None:
     "Hold `lb`, which is `storage.root` seen through `view`."
     self._lazydata, self._storage, self._view = lb, storage, view
-    # by id: a WeakSet would compare two tensors with ==, which is elementwise here
-    storage.tensors[id(self)] = self
-    # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4)
+    # registered as a holder of its base: an in-place write computes a value the tensor still needs first (chapter 4),
+    # and its storage finds it there (`Storage.tensors`)
     lb.base.hold(self)
   @property
   def device(self) -> str: return self._lazydata.device   # the field, not the property: every op asks, often twice
@@ -200,7 +198,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     target, value = self._storage.writable(), x.lazydata
     # `t.assign(t + 1)`: the value's own tensor need not keep it in a buffer of its own (a second kernel); afterwards it
     # reads what was written, so it is another storage's tensor on this memory, and the next write here moves first
-    sharers = list(x._storage.tensors.values())
+    sharers = x._storage.tensors
     sole = value.base is value and value.realized is None and len(sharers) == 1 and sharers[0] is x
     if sole: value.release(x)
     written = target.assign(value, self._view)
@@ -269,17 +267,19 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
 class Storage:
   """The memory a tensor and its views share. `root` is what the tensor that made it held; each of `tensors` holds
   `root` seen through its own `_view` ShapeTracker. A write goes into the root's memory, through the writer's view."""
-  def __init__(self, root: LazyBuffer):
-    self.root = root
-    self.tensors: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> Tensor
+  def __init__(self, root: LazyBuffer): self.root = root
+  @property
+  def tensors(self) -> list[Tensor]:
+    """The live tensors of this storage. Each holds a view of the root's base, so they are among that base's holders
+    (chapter 2's `hold`): those bound to this storage. (A list of its own would cost every op a weak reference more.)"""
+    return [t for t in self.root.base.holders if t._storage is self]
   def has_memory(self) -> bool:
     "Is every element of the root in memory, or to be computed into memory (not a constant, nor a padded border)?"
     return not self.root.is_unrealized_const() and all(v.mask is None for v in self.root.st.views)
   def move_to(self, root: LazyBuffer) -> None:
     "Make `root` (a new base with the old root's values) this storage's memory, and rebind every tensor onto it."
-    self.root = root
-    for t in list(self.tensors.values()):
-      if t._storage is self: t._bind(root._view(t._view), self, t._view)
+    tensors, self.root = self.tensors, root
+    for t in tensors: t._bind(root._view(t._view), self, t._view)
   def writable(self) -> LazyBuffer:
     """The realized base a write goes into. A storage that is not a base of its own (a view of other memory, a
     constant) first moves to a copy. Tensors of other storages that hold this memory (`y = x + 0` is x's buffer) move
