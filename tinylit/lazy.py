@@ -47,22 +47,28 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
     raise NotImplementedError(f"{what} over shape {shape}: {n} elements, past the 32-bit indices tinylit's kernels use")
 
 # %% ../nbs/02_lazy.ipynb #1744662b
+# sets made once, for the checks every op makes: naming an `Ops` member costs about 50 ns on Python 3.11 (the Enum
+# metaclass defines __getattr__, which takes each of its classes' attribute lookups off the fast path)
+_ALLOCATED = frozenset({Ops.EMPTY, Ops.BUFFER, None})       # memory of its own, which must fit 32-bit indices
+_NEVER_SHARED = frozenset({Ops.BUFFER, Ops.EMPTY, Ops.CONTIGUOUS})
+
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                       srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> LazyBuffer:
   "Make a LazyBuffer, or return the live one that computes exactly the same thing (dedup)."
   if st.size == 0 and op is not Ops.BUFFER: op, arg, srcs, base = Ops.CONST, 0, (), None
   # a buffer allocated as such must fit 32-bit indices; a computed one may be fused away (the (n, n, n) product
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
-  if base is None and op in (Ops.EMPTY, Ops.BUFFER, None): check_size(st.shape, op.name if op is not None else "buffer")
+  if base is None and op in _ALLOCATED: check_size(st.shape, op.name if op is not None else "buffer")
   # an ASSIGN is cached too: the same value written through the same view into the same target is one write (tinygrad)
-  cacheable = op not in (Ops.BUFFER, Ops.EMPTY, Ops.CONTIGUOUS)
-  # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
-  arg_key = (type(arg), repr(arg)) if isinstance(arg, (float, tuple)) else arg
-  key = (device, st, dtype, op, arg_key, tuple(id(s) for s in srcs), id(base) if base is not None else None)
+  cacheable = op not in _NEVER_SHARED
+  # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing). (The
+  # only tuple arg, a reduce's (op, axes), holds no floats)
+  arg_key = (float, repr(arg)) if isinstance(arg, float) else arg
+  key = (device, st, dtype, op, arg_key, tuple(map(id, srcs)), id(base) if base is not None else None)
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
-  if op is not Ops.ASSIGN:
+  if srcs and op is not Ops.ASSIGN:
     for s in srcs: s.base.add_reader(ret)
   ret.cache_key = key if cacheable else None
   return ret
@@ -308,9 +314,10 @@ class LazyBuffer(MathTrait):
 
   # ---- movement ops make views: the same base, another ShapeTracker
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:
-    if self.st.size == 0 or new_st.size == 0: return LazyBuffer.metaop(Ops.CONST, new_st.shape, self.dtype, self.device, 0)
-    if new_st.contiguous and self.base.shape == new_st.shape: return self.base
-    return create_lazybuffer(self.device, new_st, self.dtype, base=self.base)
+    if self.size == 0 or new_st.size == 0: return LazyBuffer.metaop(Ops.CONST, new_st.shape, self.dtype, self.device, 0)
+    base = self._base if self._base is not None else self
+    if new_st.contiguous and base.shape == new_st.shape: return base
+    return create_lazybuffer(self.device, new_st, self.dtype, base=base)
   def reshape(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.reshape(tuple(arg)))
   def pad(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))
   def expand(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.expand(tuple(arg)))

@@ -221,11 +221,15 @@ class ShapeTracker:
     return self
 
   # ---- movement ops change the last view only
+  # the three that every matmul and broadcast asks, with tuples of sizes: remembered (a size error is raised each time)
+  @functools.cache
   def permute(self, axis: tuple[int, ...]) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].permute(axis),))
+  @functools.cache
   def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].expand(new_shape),))
   def shrink(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(arg),))
   def pad(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].pad(arg),))
   def flip(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].flip(arg),))
+  @functools.cache
   def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
     if (new_view := self.views[-1].reshape(tuple(new_shape))) is not None:
       return ShapeTracker(self.views[:-1] + (new_view,))

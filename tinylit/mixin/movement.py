@@ -33,7 +33,12 @@ class ShapeMethods:
   "The views: reshape, expand, permute, flip, shrink, pad, and what is built on them. Nothing is copied."
   def reshape(self, shape, *args) -> Tensor:
     "Same elements, new shape; one axis may be -1 (inferred), None keeps that axis."
-    new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args)))
+    new_shape = argfix(shape, *args)
+    # plain sizes that keep the count of elements, the common case, are checked in one pass; -1, None, numpy ints and
+    # symbolic sizes take the long way below, and so does a wrong count (for its error)
+    if all(type(s) is int and s >= 0 for s in new_shape) and type(n := self.numel()) is int and prod(new_shape) == n:
+      return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
+    new_shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(new_shape))
     new_shape = check_sints(new_shape, "reshape", "shape")
     if (c := new_shape.count(-1)) > 1: raise ArgumentError(f"reshape: only one dimension can be -1, got {new_shape}")
     if c and not all_int(self.shape + new_shape):
@@ -60,7 +65,8 @@ class ShapeMethods:
     padded = (1,) * (len(shape) - self.ndim) + self.shape
     if any(a != b and a != 1 for a, b in zip(padded, shape)) or any(isinstance(s, int) and s < 0 for s in shape):
       raise ArgumentError(f"can't broadcast {self.shape} to {shape}")
-    x = self.reshape(padded) if padded != self.shape else self
+    # (the sizes were checked above: the Functions are applied directly)
+    x = F.Reshape.apply(self, shape=padded) if padded != self.shape else self
     return x if padded == shape else F.Expand.apply(x, shape=shape)
   def permute(self, order, *args) -> Tensor:
     order = check_ints(argfix(order, *args), "permute", "order")
@@ -135,7 +141,7 @@ class ShapeMethods:
     order = list(range(self.ndim))
     a, b = normalize_axis(dim0, self.ndim, "transpose"), normalize_axis(dim1, self.ndim, "transpose")
     order[a], order[b] = order[b], order[a]
-    return self.permute(order)
+    return F.Permute.apply(self, order=tuple(order))   # a permutation by construction
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s, e = normalize_axis(start_dim, self.ndim, "flatten"), normalize_axis(end_dim, self.ndim, "flatten")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])

@@ -24,7 +24,8 @@ class ReduceMethods:
     else: axis_ = normalize_axes(axis if isinstance(axis, (tuple, list)) else (axis,), self.ndim, fxn.__name__.lower())
     if self.ndim == 0: axis_ = ()
     ret = fxn.apply(self, axis=axis_)
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axis_))
+    if keepdim or not axis_: return ret
+    return F.Reshape.apply(ret, shape=tuple(s for i, s in enumerate(self.shape) if i not in axis_))   # the size 1s go
   def sum(self, axis=None, keepdim: bool = False, acc_dtype=None) -> Tensor:
     "Sum over `axis` (int, tuple or None for all); small ints and bools sum as int32, halves in float32."
     ret = self.cast(sum_acc_dtype(self.dtype) if acc_dtype is None else acc_dtype)._reduce(F.Sum, axis, keepdim)
