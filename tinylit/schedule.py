@@ -376,6 +376,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   EMPTY, or more than 64 nodes (building its kernel costs more than the walk saves)."""
   parts: list = [out.device]
   inputs: list[LazyBuffer] = []
+  BUFFER = Ops.BUFFER   # named once: an Ops member costs ~50 ns a lookup on Python 3.11 (chapter 2's create_lazybuffer)
   seen: dict[int, int] = {}   # by id: the same node read twice is a different graph from two equal nodes
   stack = [out]
   while stack:
@@ -388,16 +389,18 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
     if lb._base is not None:
       parts.append(lb.st)
       stack.append(lb._base)
-    elif (op := lb.op) is Ops.BUFFER:   # a realized base: an input of the kernel
+    elif (op := lb.op) is BUFFER:   # a realized base: an input of the kernel
       parts.append((lb.dtype, lb.shape))
       inputs.append(lb)
-    elif op is Ops.ASSIGN or op is Ops.COPY or op is Ops.EMPTY or len(seen) > 64: return None
+    elif op in _NO_CACHED_KERNEL or len(seen) > 64: return None
     else:
-      # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as UOp's hash-consing)
-      arg = (type(lb.arg), repr(lb.arg)) if isinstance(lb.arg, (float, tuple)) else lb.arg
+      # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as create_lazybuffer's)
+      arg = (float, repr(lb.arg)) if isinstance(lb.arg, float) else lb.arg
       parts.append((op, arg, lb.dtype, lb.shape, lb.forced_realize))
       stack.extend(lb.srcs)
   return tuple(parts), inputs
+
+_NO_CACHED_KERNEL = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
 # graph structure -> (the kernel's AST, for each of its inputs the position of its base among _graph_key's inputs)
 _kernel_cache: dict[tuple, tuple[UOp, tuple[int, ...]]] = {}
