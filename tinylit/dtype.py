@@ -163,6 +163,7 @@ def _upper_set(dtype: DType) -> frozenset[DType]:
   return frozenset({dtype}).union(*[_upper_set(d) for d in promo_lattice[dtype]])
 
 # %% ../nbs/01a_dtype.ipynb #56b5225c
+@functools.cache   # every binary op and sum asks, with a handful of dtypes (tinygrad caches it too)
 def least_upper_dtype(*ds: DType) -> DType:
   "The smallest dtype every one of `ds` promotes to: tinygrad's (and JAX's) rule for mixed-type ops."
   return min(frozenset.intersection(*[_upper_set(d) for d in ds]))
@@ -173,6 +174,7 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 # %% ../nbs/01a_dtype.ipynb #9df1eed3
+@functools.cache
 def sum_acc_dtype(dt: DType) -> DType:
   "What a sum accumulates in: at least int32 for ints and bools (uint32 for unsigned), at least float32 for floats."
   if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)

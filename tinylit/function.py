@@ -34,12 +34,12 @@ class Function:
   def apply(cls, *x, **kwargs):
     "Run forward on the inputs' lazy buffers and wrap the result in a Tensor of the inputs' class."
     tensor_cls = type(x[0])
-    ctx = cls(x[0].device, *x)
+    ctx = cls(x[0]._lazydata.device, *x)   # (the fields, not the properties: every op passes here)
     # comparisons, bitwise ops and integer division have no backward: their outputs are constants to autograd
     if cls.backward is Function.backward: ctx.requires_grad = False
     ret = tensor_cls.__new__(tensor_cls)
     ret.requires_grad, ret.grad = ctx.requires_grad, None
-    out = ctx.forward(*[t.lazydata for t in x], **kwargs)
+    out = ctx.forward(*[t._lazydata for t in x], **kwargs)
     # a movement op's output shares its input's memory (chapter 1's Storage); any other op's is memory of its own
     if (view := ctx.view(x[0]._view)) is None: ret.lazydata = out
     else: ret._bind(out, x[0]._storage, view)

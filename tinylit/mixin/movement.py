@@ -54,6 +54,9 @@ class ShapeMethods:
   def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def expand(self, shape, *args) -> Tensor:
     "Broadcast axes of size 1 to a larger size (-1 or None keeps an axis); new axes may be added in front."
+    # plain sizes, the common case, go straight to `_broadcast_to`, which checks them
+    if len(new_shape := argfix(shape, *args)) >= self.ndim and all(type(s) is int and s >= 0 for s in new_shape):
+      return self._broadcast_to(new_shape)
     new_shape = check_sints(tuple(-1 if s is None else s for s in argfix(shape, *args)), "expand", "shape")
     if len(new_shape) < self.ndim: raise ArgumentError(f"expand: shape {new_shape} has fewer dims than {self.shape}")
     padded = (1,) * (len(new_shape) - self.ndim) + self.shape
