@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ctypes, functools, os, platform, subprocess, tempfile, time
 import numpy as np
-from ..device import Compiled, Compiler, Allocator
+from ..device import Compiled, Compiler, LRUAllocator
 from ..helpers import getenv
 from ..renderer import ClangRenderer
 
@@ -262,8 +262,8 @@ def fma_peak(bits: int | None = None, cores: int | None = None, seconds: float =
   return cores * iters * FMA_CHAINS * (bits // 32) * 2 / min(run(iters, cores) for _ in range(runs)) / 1e9
 
 # %% ../../nbs/08a_cpu.ipynb #024df8e3
-class CPUAllocator(Allocator):
-  "CPU memory is a numpy byte array; its address goes to the kernel."
+class CPUAllocator(LRUAllocator):
+  "CPU memory is a numpy byte array, kept for reuse when freed; its address goes to the kernel."
   def as_arg(self, opaque):
     # the pointer, made once per buffer: building it on every launch cost about 0.3 us a buffer, and a GPT token's
     # 77 replayed kernels take 6 buffers each (it lives as long as the Buffer, which holds the memory anyway)
