@@ -229,3 +229,16 @@ def test_alloc_failure_twice_or_other_errors_propagate(device):
   wrong = _FlakyDevice(device, room=0, error=ValueError)
   with pytest.raises(ValueError): wrong.alloc(ODD)
   assert wrong.failures == 1, "only a device's out-of-memory errors (RuntimeError, MemoryError) free the cache"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpu_blocks_start_on_64_bytes(device):
+  "The CPU's blocks start on a 64-byte boundary (a 16-float vector never straddles two cache lines), cached or not."
+  if device != "CPU": pytest.skip(f"alignment is the CPU allocator's choice; {device} keeps its own")
+  sizes = [1, 4, 60, 1000, 4 * 1237, 256 * 1024, 3 << 20]
+  bufs = [Buffer(device, n, dtypes.uint8).allocate() for n in sizes]
+  assert [b._buf.ctypes.data % 64 for b in bufs] == [0] * len(sizes)
+  assert [b._buf.nbytes for b in bufs] == sizes, "an aligned block must still be exactly the size asked for"
+  del bufs
+  again = [Buffer(device, n, dtypes.uint8).allocate() for n in sizes]   # from the cache now
+  assert [b._buf.ctypes.data % 64 for b in again] == [0] * len(sizes)

@@ -44,6 +44,7 @@ class GlobalCounters:
 # %% ../nbs/08_runtime.ipynb #2fbd4636
 class Allocator:
   "Hands out device memory. The base class keeps memory in numpy byte arrays, which is what CPU devices use."
+  host_memory = True   # a block is host memory (numpy): only then can a Buffer use memory at a host address
   # what a Buffer calls; a device writes `_alloc` and `_free` (LRUAllocator, below, sits in between)
   def alloc(self, nbytes: int) -> Any: return self._alloc(nbytes)
   def free(self, opaque: Any, nbytes: int) -> None: self._free(opaque, nbytes)
@@ -61,7 +62,7 @@ class Allocator:
     return opaque
   def from_address(self, ptr: int, nbytes: int) -> Any:
     "Host memory someone else owns, at address `ptr`, as a block of this allocator's (numpy over it, no copy)."
-    if type(self)._alloc is not Allocator._alloc:   # a GPU's memory is not at a host address
+    if not self.host_memory:
       raise NotImplementedError(f"{type(self).__name__}: a buffer at a host address is only for devices whose memory is host memory (CPU, PYTHON)")
     return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))
 

@@ -15,6 +15,7 @@ __all__ = ['CLAllocator', 'CLCompiler', 'CLProgram', 'CLDevice']
 # %% ../../nbs/08e_cl.ipynb #69c16064
 class CLAllocator(LRUAllocator):
   "OpenCL memory: `cl.Buffer` objects on the device, kept for reuse when freed; copies go through the command queue."
+  host_memory = False   # device memory: no Buffer over a host address (Tensor.from_blob)
   def __init__(self, dev: CLDevice):
     super().__init__()
     self.dev = dev

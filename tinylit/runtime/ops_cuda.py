@@ -64,6 +64,7 @@ class CUDACompiler(Compiler):
 # %% ../../nbs/08f_cuda.ipynb #03e9e170
 class CUDAAllocator(LRUAllocator):
   "GPU memory from cuMemAlloc, kept for reuse when freed; copies in and out wait for the kernels before them."
+  host_memory = False   # device memory: no Buffer over a host address (Tensor.from_blob)
   def __init__(self, dev: Compiled):
     super().__init__()
     self.dev = dev
