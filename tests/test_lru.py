@@ -235,6 +235,7 @@ def test_alloc_failure_twice_or_other_errors_propagate(device):
 def test_cpu_blocks_start_on_64_bytes(device):
   "The CPU's blocks start on a 64-byte boundary (a 16-float vector never straddles two cache lines), cached or not."
   if device != "CPU": pytest.skip(f"alignment is the CPU allocator's choice; {device} keeps its own")
+  if os.getenv("CPU_SANITIZE"): pytest.skip("CPU_SANITIZE=1: blocks are malloc's own, for ASan (the next test)")
   sizes = [1, 4, 60, 1000, 4 * 1237, 256 * 1024, 3 << 20]
   bufs = [Buffer(device, n, dtypes.uint8).allocate() for n in sizes]
   assert [b._buf.ctypes.data % 64 for b in bufs] == [0] * len(sizes)
@@ -242,3 +243,18 @@ def test_cpu_blocks_start_on_64_bytes(device):
   del bufs
   again = [Buffer(device, n, dtypes.uint8).allocate() for n in sizes]   # from the cache now
   assert [b._buf.ctypes.data % 64 for b in again] == [0] * len(sizes)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpu_sanitize_keeps_blocks_exact_and_uncached(device):
+  "Under CPU_SANITIZE=1 (ASan) the CPU's blocks are malloc's own, not aligned slices, and freed at once: ASan sees both."
+  if device != "CPU": pytest.skip(f"CPU_SANITIZE is the CPU device's; {device} has none")
+  code = ("from tinylit import dtypes; from tinylit.device import Buffer, Device\n"
+          "b = Buffer('CPU', 100, dtypes.uint8).allocate()\n"
+          "exact = b._buf.base is None and b._buf.nbytes == 100\n"
+          "del b\n"
+          "print(exact, sum(map(len, Device['CPU'].allocator.cache.values())))")
+  env = {**os.environ, "CPU_SANITIZE": "1"}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["True", "0"], out.stdout
