@@ -5,17 +5,18 @@
 # %% ../nbs/08_runtime.ipynb #8e2eaa1e
 from __future__ import annotations
 import contextvars, ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
+from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 import numpy as np
 from .dtype import DType, dtypes
-from .helpers import cache_dir, getenv
+from .helpers import ContextVar, cache_dir, getenv
 from .ops import UOp
 from .renderer import ProgramSpec   # the renderer's layer is below this one: launch reads its ProgramSpec
 
 # %% auto #0
-__all__ = ['Device', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'compile_async', 'Compiled', 'is_dtype_supported',
-           'launch']
+__all__ = ['Device', 'LRU', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'compile_async', 'Compiled',
+           'is_dtype_supported', 'LRUAllocator', 'launch']
 
 # %% ../nbs/08_runtime.ipynb #1b0eaab7
 class GlobalCounters:
@@ -43,8 +44,12 @@ class GlobalCounters:
 # %% ../nbs/08_runtime.ipynb #2fbd4636
 class Allocator:
   "Hands out device memory. The base class keeps memory in numpy byte arrays, which is what CPU devices use."
-  def alloc(self, nbytes: int) -> Any: return np.empty(max(nbytes, 1), dtype=np.uint8)
-  def free(self, opaque: Any, nbytes: int) -> None: pass  # numpy memory is freed by Python's GC
+  host_memory = True   # a block is host memory (numpy): only then can a Buffer use memory at a host address
+  # what a Buffer calls; a device writes `_alloc` and `_free` (LRUAllocator, below, sits in between)
+  def alloc(self, nbytes: int) -> Any: return self._alloc(nbytes)
+  def free(self, opaque: Any, nbytes: int) -> None: self._free(opaque, nbytes)
+  def _alloc(self, nbytes: int) -> Any: return np.empty(max(nbytes, 1), dtype=np.uint8)
+  def _free(self, opaque: Any, nbytes: int) -> None: pass  # numpy memory is freed by Python's GC
   def view(self, opaque: Any, nbytes: int) -> Any:
     "The first `nbytes` bytes of a block, without a copy (a numpy slice; pyopencl buffers slice the same way)."
     return opaque[:max(nbytes, 1)]
@@ -57,7 +62,7 @@ class Allocator:
     return opaque
   def from_address(self, ptr: int, nbytes: int) -> Any:
     "Host memory someone else owns, at address `ptr`, as a block of this allocator's (numpy over it, no copy)."
-    if type(self).alloc is not Allocator.alloc:   # a GPU's memory is not at a host address
+    if not self.host_memory:
       raise NotImplementedError(f"{type(self).__name__}: a buffer at a host address is only for devices whose memory is host memory (CPU, PYTHON)")
     return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))
 
@@ -204,6 +209,31 @@ def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
   device = Device.canonicalize(device)
   if device == "CL" and dtype == dtypes.float16: return "cl_khr_fp16" in Device["CL"].ctx.devices[0].extensions
   return True
+
+# %% ../nbs/08_runtime.ipynb #bfc17cae
+LRU = ContextVar("LRU", 1)   # 0: a freed block goes back to the device at once instead of into the cache
+
+class LRUAllocator(Allocator):
+  """An allocator that keeps freed blocks, by size, and hands them out again to the next `alloc` of that size
+  (tinygrad's name: nothing is evicted by age; a block stays until its size is asked for or `free_cache`)."""
+  def __init__(self): self.cache: defaultdict[int, list[Any]] = defaultdict(list)
+  def alloc(self, nbytes: int) -> Any:
+    # on every realize's path: a dict lookup and a pop when a block of this size was freed before (`get`, not
+    # `self.cache[nbytes]`, so that a size never freed leaves no empty list behind)
+    if (blocks := self.cache.get(nbytes)): return blocks.pop()
+    try: return super().alloc(nbytes)
+    except (RuntimeError, MemoryError):
+      # the device is full, and the cache may hold what is missing: give it all back and try once more
+      self.free_cache()
+      return super().alloc(nbytes)
+  def free(self, opaque: Any, nbytes: int) -> None:
+    if LRU.value: self.cache[nbytes].append(opaque)
+    else: super().free(opaque, nbytes)
+  def free_cache(self) -> None:
+    "Give every cached block back to the device."
+    for nbytes, blocks in self.cache.items():
+      for opaque in blocks: super().free(opaque, nbytes)
+      blocks.clear()
 
 # %% ../nbs/08_runtime.ipynb #5e7a1a02
 def launch(p: ProgramSpec, prg: Any, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:

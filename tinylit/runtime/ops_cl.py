@@ -6,17 +6,23 @@
 from __future__ import annotations
 import re
 import numpy as np
-from ..device import Compiled, Compiler, Allocator
+from ..device import Compiled, Compiler, LRUAllocator
 from ..renderer import OpenCLRenderer
 
 # %% auto #0
 __all__ = ['CLAllocator', 'CLCompiler', 'CLProgram', 'CLDevice']
 
 # %% ../../nbs/08e_cl.ipynb #69c16064
-class CLAllocator(Allocator):
-  "OpenCL memory is `cl.Buffer` objects that live on the device; copies go through the command queue."
-  def __init__(self, dev: CLDevice): self.dev = dev
-  def alloc(self, nbytes: int): return self.dev.cl.Buffer(self.dev.ctx, self.dev.cl.mem_flags.READ_WRITE, max(nbytes, 1))
+class CLAllocator(LRUAllocator):
+  "OpenCL memory: `cl.Buffer` objects on the device, kept for reuse when freed; copies go through the command queue."
+  host_memory = False   # device memory: no Buffer over a host address (Tensor.from_blob)
+  def __init__(self, dev: CLDevice):
+    super().__init__()
+    self.dev = dev
+  def _alloc(self, nbytes: int):
+    try: return self.dev.cl.Buffer(self.dev.ctx, self.dev.cl.mem_flags.READ_WRITE, max(nbytes, 1))
+    # as the MemoryError LRUAllocator knows: it frees its cache and tries again
+    except self.dev.cl.MemoryError as e: raise MemoryError(f"CL: no memory for {nbytes} bytes: {e}") from e
   def copyin(self, dest, src: memoryview) -> None:
     self.dev.cl.enqueue_copy(self.dev.queue, dest, np.frombuffer(src, dtype=np.uint8), is_blocking=True)
   def copyout(self, dest: memoryview, src) -> None:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ctypes, importlib.util, os
 import numpy as np
-from ..device import Compiled, Compiler, Allocator
+from ..device import Compiled, Compiler, LRUAllocator
 from ..renderer import CUDARenderer
 
 # %% auto #0
@@ -62,11 +62,15 @@ class CUDACompiler(Compiler):
     return self._build(src, "nvrtcGetPTXSize", "nvrtcGetPTX").decode().rstrip("\0")
 
 # %% ../../nbs/08f_cuda.ipynb #03e9e170
-class CUDAAllocator(Allocator):
-  "GPU memory from cuMemAlloc; copies in and out wait for the kernels before them."
-  def __init__(self, dev: Compiled): self.dev = dev
-  def alloc(self, nbytes: int): return _check(self.dev.cu.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc of {nbytes} bytes")
-  def free(self, opaque, nbytes: int) -> None:
+class CUDAAllocator(LRUAllocator):
+  "GPU memory from cuMemAlloc, kept for reuse when freed; copies in and out wait for the kernels before them."
+  host_memory = False   # device memory: no Buffer over a host address (Tensor.from_blob)
+  def __init__(self, dev: Compiled):
+    super().__init__()
+    self.dev = dev
+  # a failed cuMemAlloc raises RuntimeError (`_check`): LRUAllocator frees its cache and tries again
+  def _alloc(self, nbytes: int): return _check(self.dev.cu.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc of {nbytes} bytes")
+  def _free(self, opaque, nbytes: int) -> None:
     try: self.dev.cu.cuMemFree(opaque)
     except Exception: pass   # at interpreter exit the driver may already be gone
   def view(self, opaque, nbytes: int): return opaque   # a block's first bytes start at its address (chapter 4's planner)

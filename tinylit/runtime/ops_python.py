@@ -5,7 +5,7 @@
 # %% ../../nbs/08d_python.ipynb #rt0pyim1
 from __future__ import annotations
 import numpy as np
-from ..device import Compiled, Compiler, Allocator
+from ..device import Compiled, Compiler, LRUAllocator
 from ..dtype import bf16_to_float, dtypes, float_to_bf16, truncate_bf16
 from ..ops import Ops, GroupOp, exec_alu
 from ..renderer import PythonRenderer, parse_python_program
@@ -129,4 +129,4 @@ class PythonProgram:
 # %% ../../nbs/08d_python.ipynb #ae25daed
 class PythonDevice(Compiled):
   def __init__(self, device: str):
-    super().__init__(device, Allocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
+    super().__init__(device, LRUAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
