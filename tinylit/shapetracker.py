@@ -221,15 +221,16 @@ class ShapeTracker:
     return self
 
   # ---- movement ops change the last view only
-  # the three that every matmul and broadcast asks, with tuples of sizes: remembered (a size error is raised each time)
-  @functools.cache
+  # the three that every matmul and broadcast asks, with tuples of sizes: remembered (a size error is raised each time).
+  # The cache holds the trackers it saw, as tinygrad's does: bounded, since a bound variable's every value is a new one
+  @functools.lru_cache(maxsize=8192)  # noqa: B019
   def permute(self, axis: tuple[int, ...]) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].permute(axis),))
-  @functools.cache
+  @functools.lru_cache(maxsize=8192)  # noqa: B019
   def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].expand(new_shape),))
   def shrink(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(arg),))
   def pad(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].pad(arg),))
   def flip(self, arg) -> ShapeTracker: return ShapeTracker(self.views[:-1] + (self.views[-1].flip(arg),))
-  @functools.cache
+  @functools.lru_cache(maxsize=8192)  # noqa: B019
   def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
     if (new_view := self.views[-1].reshape(tuple(new_shape))) is not None:
       return ShapeTracker(self.views[:-1] + (new_view,))
