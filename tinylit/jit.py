@@ -70,10 +70,11 @@ class TinyJit:
     realize_pending()   # writes made before the call run now: a recording must not replay them
     inputs = self._input_tensors(args, kwargs)
     # inputs must be real buffers: their memory is what the replayed kernels read
+    unrealized = False
     for t in inputs:
       lb = t.lazydata
-      if not (lb.base is lb and lb.realized is not None): t.lazydata = lb.contiguous()
-    if inputs: inputs[0].realize(*inputs[1:])
+      if not (lb.base is lb and lb.realized is not None): t.lazydata, unrealized = lb.contiguous(), True
+    if unrealized: inputs[0].realize(*inputs[1:])   # (inputs that are buffers already, the usual case, need no schedule)
     input_buffers: list[Buffer] = [t.lazydata.base.realized for t in inputs]
     # one buffer in two roles: the recording could not tell which argument a kernel reads (tinygrad checks every call)
     if len(set(map(id, input_buffers))) != len(input_buffers):

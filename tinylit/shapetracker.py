@@ -189,7 +189,11 @@ class ShapeTracker:
   def shape(self) -> tuple[int, ...]: return self.views[-1].shape
   @property
   def size(self) -> int: return self.views[-1]._size
-  def vars(self) -> set[UOp]: return set().union(*[v.vars() for v in self.views])
+  def vars(self) -> set[UOp]:
+    "The bound variables in its sizes, strides, offsets and masks (counted once per tracker: TinyJit asks every call)."
+    if (found := self.__dict__.get("_vars")) is None:
+      object.__setattr__(self, "_vars", found := frozenset().union(*[v.vars() for v in self.views]))
+    return set(found)
   def substitute(self, sub: dict[UOp, UOp]) -> ShapeTracker: return ShapeTracker(tuple(v.substitute(sub) for v in self.views))
   def unbind(self) -> tuple[ShapeTracker, dict[UOp, int]]:
     "Bound variables replaced by plain ones, and their values: a kernel is built for every value, and run with these."
