@@ -8,6 +8,8 @@
   and left only the 65 rows, which don't split across two cores: it ran on one. Plans that leave an axis for THREAD
   come first now.
 - A plain matmul keeps its plan (8 rows x 2 vectors, SWAP).
+- A float64 kernel took 16-lane vectors, two 512-bit registers each (the matmul's 8 x 2 block: 32 registers of
+  running sums, which spill): vectors now fit one register, 8 doubles.
 The device tests check the results of such kernels against numpy, with the opts the rules choose on each device.
 """
 import numpy as np
@@ -111,3 +113,28 @@ def test_embedding_gradient_computes_right(device):
   (labels, g_np), tensors = embedding_inputs(device, tokens=tokens)
   want = g_np.T @ np.eye(65, dtype=np.float32)[labels]
   np.testing.assert_allclose(one_hot_grad(*tensors).numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_float64_vectors_fit_one_register():
+  "A float64 matmul: 8-lane vectors where a register holds 16 floats (16 doubles would be two registers each)."
+  renderer = Device["CPU"].renderer
+  if max(renderer.vector_widths) < 16: pytest.skip("needs 16-float vectors")
+  a = Tensor(np.random.default_rng(2).standard_normal((256, 256))).realize()
+  assert a.dtype.itemsize == 8
+  k = planned(a @ a)
+  assert k.applied_opts[0] == Opt(OptOps.UPCAST, 1, 8), k.applied_opts
+  assert planned(a + 1).applied_opts[0] == Opt(OptOps.UPCAST, 0, 8)
+  f32 = Tensor(np.ones((256, 256), np.float32)).realize()
+  assert planned(f32 @ f32).applied_opts[0] == Opt(OptOps.UPCAST, 1, 16)   # floats keep the full width
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64_kernels_compute_right(device):
+  "float64 matmul, column sum and elementwise kernels with the rules' opts, against numpy."
+  rng = np.random.default_rng(3)
+  a_np, b_np = rng.standard_normal((96, 64)), rng.standard_normal((64, 80))
+  try: a, b = Tensor(a_np, device=device).realize(), Tensor(b_np, device=device).realize()
+  except RuntimeError as e: pytest.skip(f"{device} has no float64 here: {e}")
+  np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-10, atol=1e-10)
+  np.testing.assert_allclose(a.sum(0).numpy(), a_np.sum(0), rtol=1e-10, atol=1e-10)
+  np.testing.assert_allclose((a * 2 + 1).numpy(), a_np * 2 + 1, rtol=1e-12)

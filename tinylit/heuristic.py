@@ -25,13 +25,22 @@ def _try(k: Kernel, opt: Opt) -> bool:
   except KernelOptError: return False
   return True
 
+def _widths(k: Kernel) -> list[int]:
+  """The vector widths to plan with, widest first. A CPU's widths count floats (16: one 512-bit register): a kernel
+  of wider elements (float64) takes only the widths whose vectors still fit one register (8 doubles), since a wider
+  vector is two registers' worth of instructions for no more work per instruction. A GPU's widths are its loads'."""
+  widths = sorted(k.opts.vector_widths, reverse=True)
+  if k.opts.has_local or not widths: return widths
+  size = max((u.src[0].dtype.itemsize for u in k.ast.toposort if u.op in (Ops.LOAD, Ops.STORE)), default=4)
+  return [w for w in widths if w * size <= widths[0] * 4] or widths[-1:]
+
 def _vector_axis(k: Kernel) -> tuple[int, int] | None:
   """The axis to vectorize and its width: the one along which most views read consecutive elements (and fewest
   jump), global axes first on a tie. A reduce axis vectorizes as partial sums across the lanes."""
   best = None
   for axis in range(k.first_upcast):
     if k.axis_kinds()[axis] not in ("global", "reduce") or not isinstance(k.full_shape[axis], int): continue
-    width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[axis] % w == 0), None)
+    width = next((w for w in _widths(k) if k.full_shape[axis] % w == 0), None)
     if width is None: continue
     strides = _strides(k, axis)
     # a jump costs a gather; a mask along the axis (None: padding) costs a gather with a test in every lane
@@ -112,10 +121,10 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
   # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which decides where the lanes go, ignores it
   loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
-  threaded = _threaded(k)
+  threaded, widths = _threaded(k), _widths(k)
   best = None
   for v in axes:
-    width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[v] % w == 0), None)
+    width = next((w for w in widths if k.full_shape[v] % w == 0), None)
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     # a tile of 16 rows of one vector holds 16 running sums, as many as the block of 8 x 2 below. With vectors along an
@@ -260,7 +269,7 @@ def _odd_pads(k: Kernel) -> list[Opt]:
   pads = []
   for axis in range(k.first_reduce):
     if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
-      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
+      amt = next((a for a in sorted({*_widths(k), 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
       if amt is not None: pads.append(Opt(OptOps.PADTO, axis, amt))
   return pads
 
