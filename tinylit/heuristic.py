@@ -128,11 +128,13 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     # a tile of 16 rows of one vector holds 16 running sums, as many as the block of 8 x 2 below. With vectors along an
-    # output, it pays where the loop computes something the tile's rows share: in `x.T @ g` after a layer norm (the
-    # scheduler fuses its backward into the loop), each value computed serves 16 rows, not 8. Partial sums (a reduce
-    # vector) don't get it: 16 rows read at once are 16 streams, as the 4 x 4 tile below
-    rows = (16, 8, 7, 6, 5, 4, 3, 2) if kinds[v] == "global" else (8, 7, 6, 5, 4, 3, 2)
-    tiles = [[]] + [[(t, n)] for t in outs for n in rows if rest[t] % n == 0]
+    # output, it pays where the loop does more for all the tile's rows together than load one vector: in `x.T @ g`
+    # after a layer norm (the scheduler fuses its backward into the loop) each value computed serves 16 rows, not 8;
+    # a gathered vector too. A plain matmul (one vector of B per step) keeps 8 rows, two vectors wide where it can.
+    # Partial sums (a reduce vector) don't get it: 16 rows read at once are 16 streams, as the 4 x 4 tile below
+    tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
+    if kinds[v] == "global":
+      tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
     if kinds[v] == "global" and max(k.opts.vector_widths) >= 16 and rest[v] % 2 == 0:
       # a block two vectors wide: 8 rows x 2 vectors, 16 running sums (the 32 vector registers of a CPU with 16-lane
       # vectors hold them): each row's value loaded serves two vectors, and the reused panel is walked half as often
@@ -152,6 +154,11 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
              prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, spread, v)
       if best is None or key < best[0]: best = (key, [(v, width)] + tile)
   return None if best is None else best[1]
+
+def _shared_work(k: Kernel, work: list, vec: int, width: int, tile: int) -> float:
+  "Instructions per vector step of the reduce loop (vectors along `vec`) for the work that doesn't move along `tile`."
+  shared = [(u, moving) for u, moving in work if tile not in moving and u.op is not Ops.REDUCE_AXIS]
+  return _cost(k, shared, [(vec, width)]) * width
 
 def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, int | None]:
   """Apply a plan's upcasts (UNROLL for a reduce axis). Returns where the rest of the vector axis's loop and of the
