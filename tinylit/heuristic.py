@@ -25,13 +25,22 @@ def _try(k: Kernel, opt: Opt) -> bool:
   except KernelOptError: return False
   return True
 
+def _widths(k: Kernel) -> list[int]:
+  """The vector widths to plan with, widest first. A CPU's widths count floats (16: one 512-bit register): a kernel
+  of wider elements (float64) takes only the widths whose vectors still fit one register (8 doubles), since a wider
+  vector is two registers' worth of instructions for no more work per instruction. A GPU's widths are its loads'."""
+  widths = sorted(k.opts.vector_widths, reverse=True)
+  if k.opts.has_local or not widths: return widths
+  size = max((u.src[0].dtype.itemsize for u in k.ast.toposort if u.op in (Ops.LOAD, Ops.STORE)), default=4)
+  return [w for w in widths if w * size <= widths[0] * 4] or widths[-1:]
+
 def _vector_axis(k: Kernel) -> tuple[int, int] | None:
   """The axis to vectorize and its width: the one along which most views read consecutive elements (and fewest
   jump), global axes first on a tie. A reduce axis vectorizes as partial sums across the lanes."""
   best = None
   for axis in range(k.first_upcast):
     if k.axis_kinds()[axis] not in ("global", "reduce") or not isinstance(k.full_shape[axis], int): continue
-    width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[axis] % w == 0), None)
+    width = next((w for w in _widths(k) if k.full_shape[axis] % w == 0), None)
     if width is None: continue
     strides = _strides(k, axis)
     # a jump costs a gather; a mask along the axis (None: padding) costs a gather with a test in every lane
@@ -112,12 +121,20 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
   # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which decides where the lanes go, ignores it
   loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
+  threaded, widths = _threaded(k), _widths(k)
   best = None
   for v in axes:
-    width = next((w for w in sorted(k.opts.vector_widths, reverse=True) if k.full_shape[v] % w == 0), None)
+    width = next((w for w in widths if k.full_shape[v] % w == 0), None)
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
+    # a tile of 16 rows of one vector holds 16 running sums, as many as the block of 8 x 2 below. With vectors along an
+    # output, it pays where the loop does more for all the tile's rows together than load one vector: in `x.T @ g`
+    # after a layer norm (the scheduler fuses its backward into the loop) each value computed serves 16 rows, not 8;
+    # a gathered vector too. A plain matmul (one vector of B per step) keeps 8 rows, two vectors wide where it can.
+    # Partial sums (a reduce vector) don't get it: 16 rows read at once are 16 streams, as the 4 x 4 tile below
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
+    if kinds[v] == "global":
+      tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
     if kinds[v] == "global" and max(k.opts.vector_widths) >= 16 and rest[v] % 2 == 0:
       # a block two vectors wide: 8 rows x 2 vectors, 16 running sums (the 32 vector registers of a CPU with 16-lane
       # vectors hold them): each row's value loaded serves two vectors, and the reused panel is walked half as often
@@ -131,10 +148,17 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
       # that isn't one number (a mask; a symbolic one, as in a KV cache's `start_pos`) counts as far
       spread = max((abs(s) if isinstance(s, int) else 1 << 30 for moving in loads for t, _ in tile if t in moving
                     for s in (moving[t],)), default=0)
-      key = (round(_cost(k, work, [(v, width)] + tile, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
+      # a plan that uses up every output axis the cores could split runs on one core: first, any plan that leaves one
+      idle = threaded and not any(isinstance(n, int) and n % k.opts.threads == 0 for n in _rest(k, [(v, width)] + tile))
+      key = (idle, round(_cost(k, work, [(v, width)] + tile, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, spread, v)
       if best is None or key < best[0]: best = (key, [(v, width)] + tile)
   return None if best is None else best[1]
+
+def _shared_work(k: Kernel, work: list, vec: int, width: int, tile: int) -> float:
+  "Instructions per vector step of the reduce loop (vectors along `vec`) for the work that doesn't move along `tile`."
+  shared = [(u, moving) for u, moving in work if tile not in moving and u.op is not Ops.REDUCE_AXIS]
+  return _cost(k, shared, [(vec, width)]) * width
 
 def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, int | None]:
   """Apply a plan's upcasts (UNROLL for a reduce axis). Returns where the rest of the vector axis's loop and of the
@@ -171,6 +195,9 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global":
       if (size := _block_size(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
       else: _try(k, Opt(OptOps.SWAP, tile, vec))
+    # 2c. any other reduce whose inner output loop reads again, at each of its steps, inputs that don't fit the L2
+    #     cache (a weight's gradient with a layer norm's backward fused in: ten inputs, 1.2 MB per pass): BLOCK too
+    elif (size := _reread_block(k)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
   elif (va := _vector_axis(k)) is not None:
     # 1. no reduce (or no vector a reduce's loads could use): vectors along the best contiguous axis
     axis, width = va
@@ -187,11 +214,22 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   # 4. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
   #    one contiguous part), if there is enough work to pay for waking them (some microseconds): 64K points of an
   #    elementwise kernel; a reduce that reads 256 KB or runs a million points (a small matmul in registers doesn't)
-  if k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16 and \
-     (k.reduceop is None or _size(k.full_shape) >= 1 << 20 or _bytes_read(k) >= 1 << 18):
+  if _threaded(k):
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
+
+def _threaded(k: Kernel) -> bool:
+  """Does the kernel get threads (step 4)? If there is enough work to pay for waking them (some microseconds): 64K
+  points of an elementwise kernel; a reduce that reads 256 KB or runs a million points."""
+  return k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16 and \
+    (k.reduceop is None or _size(k.full_shape) >= 1 << 20 or _bytes_read(k) >= 1 << 18)
+
+def _rest(k: Kernel, plan: list[tuple[int, int]]) -> list:
+  "What is left of each output (global) axis's loop once a plan's upcasts [(axis, amount), ...] are taken from it."
+  kinds = k.axis_kinds()
+  return [s // prod(n for a, n in plan if a == axis) if isinstance(s, int) else s
+          for axis, s in enumerate(k.full_shape[:k.first_upcast]) if kinds[axis] == "global"]
 
 def _block_size(k: Kernel, tile: int) -> int | None:
   """For a plain matmul (one reduce axis `k`, along which the tile's input `A` reads consecutive elements) whose reused
@@ -210,13 +248,35 @@ def _block_size(k: Kernel, tile: int) -> int | None:
   if not row or row * size <= k.opts.l2_size: return None
   return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * row <= k.opts.l2_size // 2), None)
 
+def _reread_block(k: Kernel) -> int | None:
+  """For a reduce (a sum) whose innermost output loop walks the whole reduce at each of its steps: the inputs that
+  don't move along that loop are read again at each step. Where one pass over them is bigger than the L2 cache, the
+  size of BLOCK's blocks (along the first reduce axis): the largest whose working set fits the L2, that is those
+  inputs' lanes plus the other inputs' whole extent along the loop, for every step of a block. None where they fit."""
+  kinds = k.axis_kinds()
+  outs = [a for a in range(k.first_reduce) if kinds[a] == "global"]
+  reduces = [a for a in range(k.first_reduce, k.first_upcast) if kinds[a] == "reduce"]
+  if not k.opts.l2_size or not outs or not reduces or k.reduceop.arg[0] is not Ops.ADD or reduces[0] != k.first_reduce or \
+     not all(isinstance(k.full_shape[a], int) for a in [outs[-1], *reduces]) or k.full_shape[outs[-1]] < 2: return None
+  inner, steps = outs[-1], prod(k.full_shape[a] for a in reduces)
+  reread = working = 0   # bytes per step of the reduce
+  for u in k.ast.toposort:
+    if u.op is not Ops.LOAD: continue
+    st = k.sts[u.src[1].arg]
+    lanes = prod(s for a, s in enumerate(st.shape) if a >= k.first_upcast and axis_stride(st, a) != 0) * u.dtype.itemsize
+    if axis_stride(st, inner) == 0: reread, working = reread + lanes, working + lanes
+    else: working += lanes * k.full_shape[inner]
+  if reread * steps <= k.opts.l2_size: return None
+  first = k.full_shape[k.first_reduce]
+  return next((b for b in range(first - 1, 1, -1) if first % b == 0 and b * (steps // first) * working <= k.opts.l2_size), None)
+
 def _odd_pads(k: Kernel) -> list[Opt]:
   """PADTO for each output axis that 4 doesn't divide: to the largest multiple (16, 8, 4) that adds at most a quarter
   (65 to 80: a 16-lane vector more than pays for the extra work)."""
   pads = []
   for axis in range(k.first_reduce):
     if isinstance(size := k.full_shape[axis], int) and size % 4 and size >= 8:
-      amt = next((a for a in sorted({*k.opts.vector_widths, 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
+      amt = next((a for a in sorted({*_widths(k), 4}, reverse=True) if a >= 4 and -(-size // a) * a - size <= size // 4), None)
       if amt is not None: pads.append(Opt(OptOps.PADTO, axis, amt))
   return pads
 
