@@ -22,10 +22,13 @@ import numpy as np
 # environment variables that make a reference slower than it can be: never passed to a benchmark's processes
 HANDICAPS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
-def timeit(fn, repeat: int) -> float:
+def timeit(fn, repeat: int, min_seconds: float = 0.05) -> float:
+  """The median of single timed calls after a warm-up: at least `repeat` of them, and at least `min_seconds` of them.
+  A case of microseconds thus gets hundreds of calls: with five, the first calls after the warm-up (caches cold from
+  the case before, a thread pool's workers asleep) were the median, and a 256 matmul read 248 us that runs in 175."""
   fn()  # warm-up: compile, allocate
-  times = []
-  for _ in range(repeat):
+  times: list[float] = []
+  while len(times) < repeat or sum(times) < min_seconds:
     st = time.perf_counter(); fn(); times.append(time.perf_counter() - st)
   return statistics.median(times)
 

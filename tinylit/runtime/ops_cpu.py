@@ -77,7 +77,7 @@ THREAD_POOL_SRC = r"""
 #include <time.h>
 #include <unistd.h>
 typedef void (*entry_t)(void **args, int core_id);
-enum { MAX_WORKERS = 255, SPIN_NS = 50000 };
+enum { MAX_WORKERS = 255, SPIN_NS = 150000 };
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER, lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static entry_t job; static void **job_args; static int job_threads;
