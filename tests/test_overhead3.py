@@ -14,7 +14,7 @@ from tinylit import Tensor
 from tinylit.device import Buffer
 from tinylit.dtype import DType, dtypes
 from tinylit.ops import Ops, Variable
-from tinylit.schedule import _kernel_cache
+from tinylit.schedule import _schedule_cache
 from tinylit.shapetracker import ShapeTracker
 from devices import DEVICES
 
@@ -78,13 +78,13 @@ def test_cached_kernel_same_as_scheduled(device):
   a = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device=device).realize()
   b = Tensor(np.full((3, 4), 2, np.float32), device=device).realize()
   def program(x, y): return ((x * y).permute(1, 0) + 1.5).contiguous()
-  _kernel_cache.clear()
+  _schedule_cache.clear()
   (first,) = program(a, b).schedule()
-  assert len(_kernel_cache) == 1
+  assert len(_schedule_cache) == 1
   c, d = (Tensor(np.random.default_rng(s).standard_normal((3, 4)).astype(np.float32), device=device).realize() for s in (1, 2))
   out = program(c, d)
   (cached,) = out.schedule()
-  assert cached.ast is first.ast and len(_kernel_cache) == 1
+  assert cached.ast is first.ast and len(_schedule_cache) == 1
   assert cached.bufs[1:] == (c.lazydata.base.buffer, d.lazydata.base.buffer)
   np.testing.assert_allclose(out.numpy(), (c.numpy() * d.numpy()).T + 1.5, rtol=1e-6)
   np.testing.assert_allclose(program(a, b).numpy(), (a.numpy() * b.numpy()).T + 1.5)
@@ -125,3 +125,26 @@ def test_holders_are_the_live_tensors(device):
   del kept[5:]
   assert sorted(map(id, base.holders)) == sorted(map(id, [w, *kept]))
   np.testing.assert_equal(kept[3].numpy(), np.arange(16, dtype=np.float32).reshape(4, 4).T)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cached_schedule_of_several_kernels(device):
+  """A graph of several kernels (a softmax: reduces, then an elementwise tail) seen before gets its whole schedule from
+  the cache: the same ASTs, on this graph's inputs and new intermediates, with the right values; an intermediate held
+  by a tensor is still computed right when it is asked for later."""
+  rng = np.random.default_rng(3)
+  def program(x): return (x - x.max(1, keepdim=True)).exp() / (x - x.max(1, keepdim=True)).exp().sum(1, keepdim=True)
+  a, c = (Tensor(rng.standard_normal((4, 5)).astype(np.float32), device=device).realize() for _ in range(2))
+  _schedule_cache.clear()
+  first = program(a).schedule()
+  assert len(first) >= 2 and len(_schedule_cache) == 1
+  out = program(c)
+  again = out.schedule()
+  assert [si.ast for si in again] == [si.ast for si in first] and len(_schedule_cache) == 1
+  assert c.lazydata.base.buffer in {b for si in again for b in si.bufs}
+  assert not {b for si in again for b in si.bufs} & {b for si in first for b in si.bufs}   # nothing of the first graph's
+  want = np.exp(c.numpy() - c.numpy().max(1, keepdims=True))
+  np.testing.assert_allclose(out.numpy(), want / want.sum(1, keepdims=True), rtol=1e-5)
+  held = c - c.max(1, keepdim=True)   # an intermediate a tensor holds: computed when asked, from the cached schedule's inputs
+  np.testing.assert_allclose(program(c).numpy(), want / want.sum(1, keepdims=True), rtol=1e-5)
+  np.testing.assert_allclose(held.numpy(), c.numpy() - c.numpy().max(1, keepdims=True), rtol=1e-6)

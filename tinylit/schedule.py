@@ -340,21 +340,18 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
   intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a).
   Nothing in the graph changes until the items have run (`items_ran`): you can look at a schedule for free. A graph
-  whose structure became one kernel before gets that kernel again (`_graph_key`, below)."""
+  whose structure was scheduled before gets those kernels again (`_graph_key`, below)."""
   # a constant needs no kernel: it stays one number until realized (chapter 1)
   outs = [lb for lb in outs if not lb.is_unrealized_const()]
-  # one output whose graph's structure was seen before: the same kernel on this graph's buffers
+  # one output whose graph's structure was seen before: the same kernels on this graph's buffers
   out = outs[0].base if len(outs) == 1 else None
   key = _graph_key(out) if out is not None and out.realized is None else None
-  if (si := _cached_item(out, key)) is not None:
-    _computes[si] = out
-    schedule = [si]
-  else:
+  if (schedule := _cached_schedule(key)) is None:
     scheduler = Scheduler(outs)
     for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
     for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
-    _remember(key, schedule)
+    _remember(key, schedule, scheduler.computes)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
     order, assigned = memory_plan(schedule, temps)
     planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
@@ -371,11 +368,11 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 
 # %% ../nbs/04_schedule.ipynb #4c000002
 def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
-  """The structure of the graph behind the base `out`, down to realized bases, as a hashable key, and those realized
-  bases in the order the key meets them. None for a graph a cached kernel can't stand for: one with an ASSIGN, COPY or
-  EMPTY, or more than 64 nodes (building its kernel costs more than the walk saves)."""
+  """The structure of the graph behind the base `out`, down to realized bases, as a hashable key, and its nodes in the
+  order the key meets them. None for a graph a cached schedule can't stand for: one with an ASSIGN, COPY or EMPTY, or
+  more than 1024 nodes (a walk that long would cost much of what it saves)."""
   parts: list = [out.device]
-  inputs: list[LazyBuffer] = []
+  nodes: list[LazyBuffer] = []
   BUFFER = Ops.BUFFER   # named once: an Ops member costs ~50 ns a lookup on Python 3.11 (chapter 2's create_lazybuffer)
   seen: dict[int, int] = {}   # by id: the same node read twice is a different graph from two equal nodes
   stack = [out]
@@ -384,42 +381,52 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
     if (n := seen.get(id(lb))) is not None:
       parts.append(n)
       continue
-    seen[id(lb)] = len(seen)
+    seen[id(lb)] = len(nodes)
+    nodes.append(lb)
     # every realize of a small kernel walks this loop: the fields themselves, not the `base`/`realized` properties
     if lb._base is not None:
       parts.append(lb.st)
       stack.append(lb._base)
-    elif (op := lb.op) is BUFFER:   # a realized base: an input of the kernel
-      parts.append((lb.dtype, lb.shape))
-      inputs.append(lb)
-    elif op in _NO_CACHED_KERNEL or len(seen) > 64: return None
+    elif (op := lb.op) is BUFFER: parts.append((lb.dtype, lb.shape))   # a realized base: an input
+    elif op in _NO_CACHED_SCHEDULE or len(nodes) > 1024: return None
     else:
       # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as create_lazybuffer's)
       arg = (float, repr(lb.arg)) if isinstance(lb.arg, float) else lb.arg
       parts.append((op, arg, lb.dtype, lb.shape, lb.forced_realize))
       stack.extend(lb.srcs)
-  return tuple(parts), inputs
+  return tuple(parts), nodes
 
-_NO_CACHED_KERNEL = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
+_NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
-# graph structure -> (the kernel's AST, for each of its inputs the position of its base among _graph_key's inputs)
-_kernel_cache: dict[tuple, tuple[UOp, tuple[int, ...]]] = {}
+# graph structure -> one entry per kernel of its schedule: the AST, the positions among _graph_key's nodes of the bases
+# whose buffers it takes (in the order of its arguments), and of the bases it computes
+_schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
 
-def _cached_item(out: LazyBuffer, key: tuple | None) -> ScheduleItem | None:
-  "The one ScheduleItem for `out`, if a graph of its structure became one kernel before."
-  if key is None or (hit := _kernel_cache.get(key[0])) is None: return None
-  ast, positions = hit
-  return ScheduleItem(ast, (out.buffer, *[key[1][k].buffer for k in positions]))
+def _cached_schedule(key: tuple | None) -> list[ScheduleItem] | None:
+  "The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this one's buffers."
+  if key is None or (hit := _schedule_cache.get(key[0])) is None: return None
+  nodes, schedule = key[1], []
+  for ast, bufs, computes in hit:
+    si = ScheduleItem(ast, tuple(nodes[k].buffer for k in bufs))
+    _record(si, [nodes[k] for k in computes])
+    schedule.append(si)
+  return schedule
 
-def _remember(key: tuple | None, schedule: list[ScheduleItem]) -> None:
-  "Remember a graph that became one kernel (a few thousand graphs at most: a bound variable's value is in the key)."
-  # two inputs on one Buffer (an assign's result and its target) would leave it unclear which input a kernel
-  # argument came from: such a graph is not remembered
-  if key is None or len(schedule) != 1 or len({id(base.buffer) for base in key[1]}) != len(key[1]): return
-  first = {id(base.buffer): k for k, base in enumerate(key[1])}
-  if any(id(b) not in first for b in schedule[0].inputs): return
-  if len(_kernel_cache) >= 4096: _kernel_cache.clear()
-  _kernel_cache[key[0]] = (schedule[0].ast, tuple(first[id(b)] for b in schedule[0].inputs))
+def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]]) -> None:
+  "Remember a graph's schedule (a few thousand graphs at most: a bound variable's value is in the key)."
+  if key is None: return
+  nodes = key[1]
+  at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}
+  # two bases on one Buffer (an assign's result and its target) would leave it unclear which one a kernel argument
+  # came from: such a graph is not remembered, nor one whose kernels touch a base outside it
+  if len(at) != sum(lb._base is None for lb in nodes): return
+  node_at = {id(lb): k for k, lb in enumerate(nodes)}
+  entry = []
+  for si, bases in zip(schedule, computes):
+    if any(id(b) not in at for b in si.bufs) or any(id(b) not in node_at for b in bases): return
+    entry.append((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases)))
+  if len(_schedule_cache) >= 4096: _schedule_cache.clear()
+  _schedule_cache[key[0]] = tuple(entry)
 
 # %% ../nbs/04_schedule.ipynb #c360c198
 def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
