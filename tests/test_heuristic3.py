@@ -16,19 +16,11 @@ import numpy as np
 import pytest
 from devices import DEVICES
 
+from test_heuristic2 import planned  # the CPU rules' kernel for a tensor's last schedule item
+
 from tinylit import Tensor
 from tinylit.device import Device
-from tinylit.heuristic import hand_coded_optimizations
-from tinylit.kernel import Kernel, Opt, OptOps
-from tinylit.realize import run_schedule
-from tinylit.schedule import create_schedule
-
-
-def planned(t: Tensor) -> Kernel:
-  "The CPU rules' kernel for the last schedule item of `t` (the items before it run)."
-  *before, si = create_schedule([t.lazydata])
-  run_schedule(before)
-  return hand_coded_optimizations(Kernel(si.ast, Device["CPU"].renderer))
+from tinylit.kernel import Opt, OptOps
 
 
 def fused_inputs(device: str = "CPU", tokens: int = 2048, width: int = 128, outs: int = 512):
