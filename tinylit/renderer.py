@@ -366,9 +366,11 @@ def _clang_supports_vector(renderer: Renderer, u: UOp) -> bool:
   """GCC's vectors in C also compare 4-byte lanes (giving a vector of int, -1 where true), select with such a mask
   (as bit operations), do int32 bit arithmetic, and convert int32 to float32: enough for chapter 6a's exp2 and log2."""
   if u.dtype is None or u.dtype.count == 1: return _c_supports_vector(renderer, u)
+  if u.op is Ops.LOAD and u.dtype.scalar() == dtypes.bool: return True   # bytes widened to a mask (render_vector_load)
   if u.op in (Ops.CMPLT, Ops.CMPNE): return u.src[0].dtype.scalar() in _MASKED
-  if u.op is Ops.WHERE:   # only a mask straight from a comparison (a bool vector built from lanes holds 1, not -1)
-    return u.dtype.scalar() in _MASKED and u.src[0].op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].src[0].dtype.scalar() in _MASKED
+  if u.op is Ops.WHERE:   # a mask from a comparison or a load (a bool vector built from lanes holds 1, not -1)
+    c = u.src[0]
+    return u.dtype.scalar() in _MASKED and (c.op is Ops.LOAD or c.op in (Ops.CMPLT, Ops.CMPNE) and c.src[0].dtype.scalar() in _MASKED)
   if u.op is Ops.BITCAST: return u.dtype.scalar() in _MASKED and u.src[0].dtype.scalar() in _MASKED
   if u.op is Ops.CAST: return u.dtype.scalar() == dtypes.float32 and u.src[0].dtype.scalar() in (dtypes.int32,)
   if u.op in (Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR) and u.dtype.scalar() in (dtypes.int32, dtypes.uint32):
@@ -398,6 +400,12 @@ class ClangRenderer(CStyleLanguage):
     where = self.code_for_op[Ops.WHERE]
     self.code_for_op[Ops.WHERE] = lambda c, a, b, dtype, src_dtype: self.render_select(c, a, b, dtype) if dtype.count > 1 and \
       src_dtype.count > 1 else where(c, a, b, dtype=dtype, src_dtype=src_dtype)
+  def render_vector_address(self, x: UOp) -> str:   # bools are bytes in memory: a vector of them is signed chars
+    if x.dtype.scalar() != dtypes.bool: return super().render_vector_address(x)
+    return f"(({self.render_dtype(dtypes.int8.vec(x.dtype.count))}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
+  def render_vector_load(self, idx: UOp) -> str:   # ... and the 0s and 1s, widened to int and negated, are a mask
+    if idx.dtype.scalar() != dtypes.bool: return super().render_vector_load(idx)
+    return f"(-__builtin_convertvector(*{self.r[idx]}, {self.render_dtype(dtypes.int32.vec(idx.dtype.count))}))"
   def render_select(self, c: str, a: str, b: str, dt: DType) -> str:
     "A vector `c ? a : b` in C: the mask's bits pick a's bits or b's (C, unlike C++, has no vector `?:`)."
     bits = self.render_dtype(dtypes.int32.vec(dt.count))
@@ -408,6 +416,7 @@ class ClangRenderer(CStyleLanguage):
     # a vector type: `vector_size` in bytes, and element alignment, so that a load from any element's address is fine
     # (a mask is a vector of int; a select and a wrapping int op need the int and unsigned vectors of the same width)
     vecs = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool}
+    vecs |= {dtypes.int8.vec(u.dtype.count) for u in uops if u.op is Ops.LOAD and u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool}
     masked = [u.dtype.count for u in uops if u.dtype is not None and u.dtype.count > 1 and
               ((u.op is Ops.WHERE and u.src[0].dtype.count > 1) or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32))]
     vecs |= {t.vec(n) for n in masked for t in (dtypes.int32, dtypes.uint32)}
