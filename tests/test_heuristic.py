@@ -91,9 +91,10 @@ def test_reduce_with_stacked_views_gets_vectors():
 
 
 def test_fused_activation_is_vectorized_and_shared():
-  "y.T @ g with y a layer norm's output recomputed in the loop: vectors along y's columns, the tile along g's."
+  """y.T @ g with y a layer norm's output recomputed in the loop: vectors along y's columns, the tile along g's.
+  (g has 32 columns: with 64 or more, chapter 4's scheduler computes y into a buffer of its own first.)"""
   X = Tensor(np.random.default_rng(5).standard_normal((256, 128)).astype(np.float32)).realize()
-  G = Tensor(np.random.default_rng(7).standard_normal((256, 64)).astype(np.float32)).realize()
+  G = Tensor(np.random.default_rng(7).standard_normal((256, 32)).astype(np.float32)).realize()
   mean, rstd = X.mean(1, keepdim=True).realize(), (X.var(1, keepdim=True) + 1e-5).rsqrt().realize()
   k = hand_coded_optimizations(Kernel(last_ast(((X - mean) * rstd * 2 + 1).T @ G), Device["CPU"].renderer))
   width = Device["CPU"].vector_width   # 16 with AVX-512, 8 with AVX2 (chapter 8a)

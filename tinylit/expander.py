@@ -203,12 +203,15 @@ def xexp2(d: UOp) -> UOp:
   """2**d in float32 from adds, multiplies and bit operations. d = q + f with q an integer and |f| <= 1/2; 2**f is
   a polynomial, 2**q goes into the exponent field. q is applied in two halves so that results down to the smallest
   denormal (and up to overflow) come out of one rounding. NaN passes through, +inf gives inf, -inf gives 0."""
-  x = d.lt(-160.0).where(-160.0, d.gt(130.0).where(130.0, d))   # beyond these, 0 and inf; NaN fails both tests
+  # below -150 (-inf too) 2**d rounds to 0: those lanes compute 2**0 and are set to 0 at the end, since an underflowing
+  # multiply takes the CPU's slow path. Above 130, inf. NaN fails both tests and passes through
+  low = d.lt(-150.0)
+  x = low.where(0.0, d.gt(130.0).where(130.0, d))
   t = x + _MAGIC
   f = x - (t - _MAGIC)
   q = _bits(t, dtypes.int32) - _MAGIC_BITS
-  half = q.alu(Ops.SHR, 1)   # floor(q/2): both halves in [-80, 65]
-  return _horner(f, _EXP2_COEFFS) * _pow2(half) * _pow2(q - half)
+  half = q.alu(Ops.SHR, 1)   # floor(q/2): both halves in [-75, 65]
+  return low.where(0.0, _horner(f, _EXP2_COEFFS) * _pow2(half) * _pow2(q - half))
 
 def xlog2(d: UOp) -> UOp:
   """log2(d) in float32: d = m * 2**e with m in [sqrt(1/2), sqrt(2)), e read from the exponent field, and

@@ -8,9 +8,9 @@ import contextlib, ctypes, functools, math, os, sys, tempfile
 from typing import Any, Iterable, Sequence, TypeVar
 
 # %% auto #0
-__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'CAPTURING', 'WINO', 'FUSE_ARANGE', 'TRANSCENDENTAL', 'CI',
-           'prod', 'argfix', 'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv', 'ContextVar', 'Context',
-           'colored', 'ansilen', 'to_function_name', 'mv_address', 'cache_dir', 'temp']
+__all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'CAPTURING', 'WINO', 'FUSE_ARANGE', 'TRANSCENDENTAL',
+           'PACK', 'CI', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv', 'ContextVar',
+           'Context', 'colored', 'ansilen', 'to_function_name', 'mv_address', 'cache_dir', 'temp']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -71,6 +71,8 @@ NO_MEMORY_PLANNER, CAPTURING = ContextVar("NO_MEMORY_PLANNER", 0), ContextVar("C
 WINO, FUSE_ARANGE = ContextVar("WINO", 0), ContextVar("FUSE_ARANGE", 0)   # accepted for tinygrad's code: see above
 # exp2/log2 from ALU ops (chapter 6a): 0 never, 1 where the renderer asks, 2 on every device
 TRANSCENDENTAL = ContextVar("TRANSCENDENTAL", 1)
+# tinylit's own: PACK=0 turns off chapter 4's rule 8 (a CPU kernel's input read across its vectors is copied first)
+PACK = ContextVar("PACK", 1)
 CI = os.getenv("CI", "") != ""
 
 # %% ../nbs/08c_helpers.ipynb #ac271f14

@@ -8,12 +8,12 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from .dtype import dtypes
-from .helpers import DEBUG, NO_MEMORY_PLANNER, prod
+from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, prod
 from .ops import Ops, GroupOp
-from .ops import UOp, resolve
-from .shapetracker import ShapeTracker
+from .ops import UOp, resolve, sint
+from .shapetracker import ShapeTracker, View
 from .lazy import LazyBuffer
-from .device import Buffer
+from .device import Buffer, Device
 from .memory import memory_plan, planned_memory
 
 # %% auto #0
@@ -43,6 +43,28 @@ def _expansion(st: ShapeTracker):
   symbolic size (a KV cache's `start_pos+1`) counts unless its bounds say it is 1: the product is then symbolic too."""
   return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and resolve(s > 1))
 
+def _pack_view(st: ShapeTracker, axes: tuple[int, ...], device: str) -> tuple[ShapeTracker, ShapeTracker] | None:
+  """Rule 8, packing (see its section). For an input that a reduce kernel loads through `st` (over the kernel's loop
+  shape; `axes` are the reduce axes): if a CPU kernel would read it across its vectors, the view of the input to copy
+  into a buffer of its own, and the view through which the kernel then reads that copy; else None."""
+  if not PACK.value or Device[device].renderer.has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
+  shape, strides = v.shape, v.strides
+  if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20 or prod(shape[a] for a in axes) > 256: return None
+  # j: the innermost output axis, along which the output is contiguous and the heuristic puts the vector lanes
+  outs = [a for a in range(len(shape)) if a not in axes and shape[a] > 1]
+  if not outs or strides[j := outs[-1]] in (0, 1) or not any(strides[a] == 1 for a in axes) or \
+     prod(n for n, s in zip(shape, strides) if s == 0) < 16: return None
+  # the packed layout: the other axes the input moves along (outputs outermost, then the reduce), and j innermost
+  moving = [a for a in range(len(shape)) if shape[a] > 1 and strides[a] != 0]
+  order = [a for a in moving if a not in axes and a != j] + [a for a in moving if a in axes] + [j]
+  packed = tuple(shape[a] for a in order)
+  # the copy's view of the input: broadcast axes cut to their one element, the others permuted into the packed order
+  copy = st.shrink(tuple((0, n) if a in moving else (0, 1) for a, n in enumerate(shape)))
+  copy = copy.permute(tuple(order + [a for a in range(len(shape)) if a not in order])).reshape(packed)
+  read = [0] * len(shape)
+  for i, a in enumerate(order): read[a] = prod(packed[i + 1:])
+  return copy, ShapeTracker((View.create(shape, tuple(read)),))
+
 class _OverlappingAssign(Exception):
   "Raised when an in-place write reads its own target anywhere but at the element it writes."
 
@@ -70,6 +92,7 @@ class KernelBuilder:
     self.reduce: LazyBuffer | None = None
     self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}  # a sub-graph read twice is built once
     self.inlined: set[LazyBuffer] = set()                              # the bases this kernel computes inline
+    self.reducing: tuple[int, ...] | None = None   # while the reduce's source is built: the reduce's axes (rule 8)
 
   def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
@@ -91,7 +114,7 @@ class KernelBuilder:
       if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]):
         raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
       self.scheduler.schedule_base(base)
-      return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
+      return self.load(base, st)
     self.inlined.add(base)
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
@@ -101,19 +124,20 @@ class KernelBuilder:
         # store the whole reduce into the smaller output
         if self.reduce not in (None, base) or not st.contiguous or st.size != base.size:
           self.scheduler.schedule_base(base)
-          return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
+          return self.load(base, st)
         if st.shape != base.shape: raise _ReshapeKernel(base.shape)
-      self.reduce = base
+      self.reduce, self.reducing = base, base.arg[1]
       src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
+      self.reducing = None
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base not in self.outs and resolve(base.size >= 64) and resolve(_expansion(st) >= 4) and self.scheduler.costly(base):
+    if base not in self.outs and resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads):
       # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
       # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
       # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
       self.scheduler.schedule_base(base)
-      return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
+      return self.load(base, st)
     # elementwise: the sources are read through the same view
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
@@ -122,6 +146,13 @@ class KernelBuilder:
     if lb is not base and any(v.mask is not None for v in lb.st.views) and self.unsafe_pad(base):
       ret = UOp(Ops.WHERE, base.dtype, (UOp(Ops.VALID, dtypes.bool, (UOp(Ops.VIEW, None, (), st),)), ret, UOp.const(base.dtype, 0)))
     return ret
+
+  def load(self, base: LazyBuffer, st: ShapeTracker) -> UOp:
+    "A LOAD of the scheduled `base` through `st`; inside a reduce, of a packed copy of it where rule 8 says so."
+    if self.reducing is not None and id(base.buffer) not in self.out_buffers and \
+       (views := _pack_view(st, self.reducing, base.device)) is not None:
+      base, st = self.scheduler.pack(base, views[0]), views[1]
+    return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
 
   def unsafe_pad(self, base: LazyBuffer) -> bool:
     "Does the expression this kernel inlines for `base` hold an op that doesn't keep 0 at 0 (`GroupOp.UnsafePad`)?"
@@ -141,9 +172,9 @@ class KernelBuilder:
         # something this kernel inlined got its own kernel meanwhile (a pending reader of a buffer that an ASSIGN
         # scheduled for this kernel overwrites first): build again, loading its result instead of recomputing it
         if not any(b in self.scheduler.scheduled for b in self.inlined - set(self.outs)): break
-        self.inputs, self.reduce, self.built, self.inlined = [], None, {}, set()
+        self.inputs, self.reduce, self.built, self.inlined, self.reducing = [], None, {}, set(), None
       except _ReshapeKernel as e:
-        self.inputs, self.reduce, self.built, self.inlined, shape = [], None, {}, set(), e.shape
+        self.inputs, self.reduce, self.built, self.inlined, self.reducing, shape = [], None, {}, set(), None, e.shape
     return UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, o.dtype, (), n), UOp(Ops.VIEW, None, (), self.out_sts[n]), v))
                                      for n, (o, v) in enumerate(zip(self.outs, values))))
 
@@ -163,6 +194,7 @@ class Scheduler:
     self.written: set[LazyBuffer] = set()      # the targets of the ASSIGNs scheduled so far: their old contents are gone
     self.preparing: set[LazyBuffer] = set()    # outputs whose kernel waits for what must run before it
     self.inlined: set[LazyBuffer] = set()      # the bases scheduled kernels compute inline
+    self.packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]] = {}   # rule 8's copies: what each one copies
     self._old_readers: dict[LazyBuffer, list[LazyBuffer]] | None = None
 
   def must_realize(self, base: LazyBuffer) -> bool:
@@ -179,11 +211,20 @@ class Scheduler:
       stack.extend(s.base for s in b.srcs)
     return out
 
-  def costly(self, lb: LazyBuffer) -> bool:
-    "Is the work a kernel would inline for `lb` worth computing once: a transcendental or a division, or 16+ ops?"
+  def costly(self, lb: LazyBuffer, reads: sint = 4) -> bool:
+    """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
+    transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
+    every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x slower)."""
     fused = self.fused(lb)
     return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
-      or len(fused) >= 16
+      or len(fused) >= (4 if resolve(reads >= 64) else 16)
+
+  def pack(self, base: LazyBuffer, st: ShapeTracker) -> LazyBuffer:
+    "Rule 8: a copy of `base` read through `st`, a new base with its own kernel; `packs` notes where each one came from."
+    packed = base._view(st).clone()
+    self.packs[packed] = (base, st)
+    self.schedule_base(packed)
+    return packed
 
   def reading(self, bases: set[LazyBuffer], target: LazyBuffer) -> list[LazyBuffer]:
     "The members of `bases` (a fused graph) that read `target`, directly or through other members."
@@ -351,7 +392,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
     for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
-    _remember(key, schedule, scheduler.computes)
+    _remember(key, schedule, scheduler.computes, scheduler.packs)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
     order, assigned = memory_plan(schedule, temps)
     planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
@@ -371,7 +412,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   """The structure of the graph behind the base `out`, down to realized bases, as a hashable key, and its nodes in the
   order the key meets them. None for a graph a cached schedule can't stand for: one with an ASSIGN, COPY or EMPTY, or
   more than 1024 nodes (a walk that long would cost much of what it saves)."""
-  parts: list = [out.device]
+  parts: list = [out.device, PACK.value]   # rule 8 follows PACK, which the structure doesn't show
   nodes: list[LazyBuffer] = []
   BUFFER = Ops.BUFFER   # named once: an Ops member costs ~50 ns a lookup on Python 3.11 (chapter 2's create_lazybuffer)
   seen: dict[int, int] = {}   # by id: the same node read twice is a different graph from two equal nodes
@@ -399,23 +440,27 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
 # graph structure -> one entry per kernel of its schedule: the AST, the positions among _graph_key's nodes of the bases
-# whose buffers it takes (in the order of its arguments), and of the bases it computes
-_schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
+# whose buffers it takes (in the order of its arguments), and of the bases it computes; and rule 8's packed copies,
+# each as the position of the base it copies and the view it copies through (the copies count as nodes after the
+# graph's own, in that order)
+_schedule_cache: dict[tuple, tuple[tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...], tuple[tuple[int, ShapeTracker], ...]]] = {}
 
 def _cached_schedule(key: tuple | None) -> list[ScheduleItem] | None:
   "The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this one's buffers."
   if key is None or (hit := _schedule_cache.get(key[0])) is None: return None
-  nodes, schedule = key[1], []
-  for ast, bufs, computes in hit:
+  (kernels, packs), nodes, schedule = hit, list(key[1]), []
+  for k, st in packs: nodes.append(nodes[k]._view(st).clone())   # this graph's own packed copies
+  for ast, bufs, computes in kernels:
     si = ScheduleItem(ast, tuple(nodes[k].buffer for k in bufs))
     _record(si, [nodes[k] for k in computes])
     schedule.append(si)
   return schedule
 
-def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]]) -> None:
+def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]],
+              packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]]) -> None:
   "Remember a graph's schedule (a few thousand graphs at most: a bound variable's value is in the key)."
   if key is None: return
-  nodes = key[1]
+  nodes = key[1] + list(packs)
   at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}
   # two bases on one Buffer (an assign's result and its target) would leave it unclear which one a kernel argument
   # came from: such a graph is not remembered, nor one whose kernels touch a base outside it
@@ -425,8 +470,9 @@ def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tu
   for si, bases in zip(schedule, computes):
     if any(id(b) not in at for b in si.bufs) or any(id(b) not in node_at for b in bases): return
     entry.append((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases)))
+  if any(id(src) not in node_at for src, _ in packs.values()): return
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()
-  _schedule_cache[key[0]] = tuple(entry)
+  _schedule_cache[key[0]] = (tuple(entry), tuple((node_at[id(src)], st) for src, st in packs.values()))
 
 # %% ../nbs/04_schedule.ipynb #c360c198
 def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:

@@ -1,0 +1,142 @@
+"""Issue 17's last slow kernels of a GPT step, and what fixed them.
+
+- Rule 8 of chapter 4 (packing): `x @ w.T` and `q @ k.T` read an operand across the output's contiguous axis, where
+  the CPU's vector lanes go; with a short reduce (at most 256) the scheduler copies that operand first, laid out with
+  that axis innermost, and the product reads it like a plain matmul's B. A cached schedule makes its own copies again.
+- `Scheduler.costly`: an expression read by 64 or more columns is computed into a buffer of its own from 4 ops on.
+- Chapter 6a's exp2 below -150 (a causal mask's -inf) gives 0 without the underflowing multiplies (x86's slow path).
+- Chapter 7's C loads a vector of bools from memory as bytes widened into a mask, so a `where` on it stays one select.
+Results are checked on every device; how many kernels a rule makes depends on the device (packing is for devices
+without workgroups).
+"""
+import numpy as np
+import pytest
+from devices import DEVICES
+
+from tinylit import Tensor
+from tinylit.device import Device
+from tinylit.helpers import Context
+from tinylit.ops import Ops
+from tinylit.realize import run_schedule
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def packs(device: str) -> bool:
+  "Does rule 8 apply on this device (no workgroups)?"
+  return not Device[device].renderer.has_local
+
+
+def reduce_ast(schedule):
+  (si,) = [si for si in schedule if any(u.op is Ops.REDUCE_AXIS for u in si.ast.toposort)]
+  return si.ast
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_packs_its_weight(device):
+  "x @ w.T at a GPT's size: a copy of w, then a product that reads the copy with stride 1 along the outputs."
+  x_np, w_np = rand(2048, 128), rand(384, 128, seed=1)
+  x, w = Tensor(x_np, device=device).realize(), Tensor(w_np, device=device).realize()
+  schedule = (x @ w.T).schedule()
+  assert len(schedule) == (2 if packs(device) else 1)
+  if packs(device):
+    loads = [u for u in reduce_ast(schedule).toposort if u.op is Ops.LOAD]
+    # the product's loads: x along the reduce, the packed w along the outputs (stride 1 on the output axis)
+    assert sorted(u.src[1].arg.views[-1].strides for u in loads) == [(0, 1, 384), (128, 0, 1)]
+  run_schedule(schedule)
+  np.testing.assert_allclose((x @ w.T).numpy(), x_np @ w_np.T, rtol=1e-4, atol=1e-4)
+
+
+def test_pack_turns_off():
+  x, w = Tensor(rand(2048, 128)).realize(), Tensor(rand(384, 128, seed=1)).realize()
+  with Context(PACK=0): assert len((x @ w.T).schedule()) == 1
+  assert len((x @ w.T).schedule()) == 2   # and on again: the schedule cache keeps the two apart
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_attention_scores_pack_k(device):
+  "q @ k.T per head (reduce 32): k is packed, and the scores are right."
+  q_np, k_np = rand(8, 4, 64, 32), rand(8, 4, 64, 32, seed=1)
+  q, k = Tensor(q_np, device=device).realize(), Tensor(k_np, device=device).realize()
+  scores = q @ k.transpose(-2, -1)
+  assert len(scores.schedule()) == (2 if packs(device) else 1)
+  np.testing.assert_allclose(scores.numpy(), q_np @ k_np.transpose(0, 1, 3, 2), rtol=1e-4, atol=1e-4)
+
+
+def test_long_reduce_and_small_kernels_are_not_packed():
+  "A reduce of 512 is fast with vectors along it; a kernel under 2**20 points doesn't pay for a copy."
+  x, w = Tensor(rand(256, 512)).realize(), Tensor(rand(256, 512, seed=1)).realize()
+  assert len((x @ w.T).schedule()) == 1
+  x, w = Tensor(rand(64, 128)).realize(), Tensor(rand(64, 128, seed=1)).realize()
+  assert len((x @ w.T).schedule()) == 1
+
+
+def test_cached_schedule_makes_its_own_copies():
+  "The same structure on other buffers: the cached kernels, with a packed copy of this graph's own w."
+  x_np, w1_np, w2_np = rand(2048, 128), rand(384, 128, seed=1), rand(384, 128, seed=2)
+  x, w1, w2 = (Tensor(a).realize() for a in (x_np, w1_np, w2_np))
+  first, again = (x @ w1.T).schedule(), (x @ w2.T).schedule()
+  assert [si.ast for si in again] == [si.ast for si in first]
+  assert again[0].inputs == (w2.lazydata.base.buffer,) and again[0].outputs[0] is not first[0].outputs[0]
+  run_schedule(first)
+  run_schedule(again)
+  np.testing.assert_allclose((x @ w2.T).numpy(), x_np @ w2_np.T, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((x @ w1.T).numpy(), x_np @ w1_np.T, rtol=1e-4, atol=1e-4)
+
+
+def test_packed_weight_after_an_update():
+  "An optimizer-style write to w between two products: the second reads a copy of the new w, not the old copy."
+  x_np, w_np = rand(2048, 128), rand(384, 128, seed=1)
+  x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+  np.testing.assert_allclose((x @ w.T).numpy(), x_np @ w_np.T, rtol=1e-4, atol=1e-4)
+  w.assign(w * 2).realize()
+  np.testing.assert_allclose((x @ w.T).numpy(), x_np @ (2 * w_np).T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("columns, kernels", [(32, 1), (64, 2)])
+def test_wide_broadcast_stores_cheap_expressions(columns, kernels):
+  "A 4-op expression read by each of 64 columns is computed once into a buffer; read by 32, it is recomputed."
+  x_np, w_np = rand(256, 128), rand(128, columns, seed=1)
+  x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+  y = ((x - 1) * 2 + 3) * x
+  assert len((y @ w).schedule()) == kernels
+  np.testing.assert_allclose((y @ w).numpy(), (((x_np - 1) * 2 + 3) * x_np) @ w_np, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_exp2_far_below_underflow(device):
+  "exp2 below -150 (and of -inf) is 0; from -150 up, the denormals, rounded once from the exact value; NaN stays NaN."
+  x = np.array([-np.inf, -1e30, -1000, -151, -150.5, -150, -149.5, -149, -140, -126.5, -126, 0, np.nan] * 2, np.float32)
+  with Context(TRANSCENDENTAL=2):
+    got = Tensor(x, device=device).exp2().numpy()
+  np.testing.assert_array_equal(got, np.exp2(x.astype(np.float64)).astype(np.float32))   # numpy's float32 exp2 isn't
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_where_on_a_loaded_mask(device):
+  "A causal mask from memory in a softmax: the masked sum, and a padded mask (a gated load of bools)."
+  t = 64
+  mask_np = np.tril(np.ones((t, t), bool))
+  s_np = rand(16, t, t)
+  mask, s = Tensor(mask_np, device=device).realize(), Tensor(s_np, device=device).realize()
+  masked = mask.where(s, -np.inf)
+  e_np = np.exp(np.where(mask_np, s_np, -np.inf) - s_np.max(-1, keepdims=True))
+  np.testing.assert_allclose((masked - s.max(-1, keepdim=True)).exp().sum(-1).numpy(), e_np.sum(-1), rtol=1e-5)
+  padded = mask.pad(((0, 0), (0, 16))).where(Tensor(rand(t, t + 16), device=device), 0.0)
+  np.testing.assert_allclose(padded.numpy(), np.where(np.pad(mask_np, ((0, 0), (0, 16))), rand(t, t + 16), 0))
+
+
+def test_loaded_mask_renders_as_one_select():
+  "The C for that sum loads 16 mask bytes as one vector (no lane-by-lane ?:)."
+  from tinylit.kernel import Kernel
+  from tinylit.heuristic import hand_coded_optimizations
+  from tinylit.renderer import ProgramSpec
+  mask, s = Tensor(np.tril(np.ones((64, 64), bool))).realize(), Tensor(rand(16, 64, 64)).realize()
+  (si,) = mask.where(s, -np.inf).exp().sum(-1).schedule()
+  renderer = Device["CPU"].renderer
+  if max(renderer.vector_widths) < 16: pytest.skip("needs 16-lane vectors")
+  k = hand_coded_optimizations(Kernel(si.ast, renderer))
+  src = ProgramSpec.from_uops(k.plain_name, k.linearize(), k.opts, k.applied_opts).src
+  assert "signed_char16" in src and "?" not in src.split("{", 1)[1], src
