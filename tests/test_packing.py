@@ -4,6 +4,7 @@
   the CPU's vector lanes go; with a short reduce (at most 256) the scheduler copies that operand first, laid out with
   that axis innermost, and the product reads it like a plain matmul's B. A cached schedule makes its own copies again.
 - `Scheduler.costly`: an expression read by 64 or more columns is computed into a buffer of its own from 4 ops on.
+- A reduce that two kernels would compute inline (a product read by a GELU and by its gradient) is stored once.
 - Chapter 6a's exp2 below -150 (a causal mask's -inf) gives 0 without the underflowing multiplies (x86's slow path).
 - Chapter 7's C loads a vector of bools from memory as bytes widened into a mask, so a `where` on it stays one select.
 Results are checked on every device; how many kernels a rule makes depends on the device (packing is for devices
@@ -140,3 +141,18 @@ def test_loaded_mask_renders_as_one_select():
   k = hand_coded_optimizations(Kernel(si.ast, renderer))
   src = ProgramSpec.from_uops(k.plain_name, k.linearize(), k.opts, k.applied_opts).src
   assert "signed_char16" in src and "?" not in src.split("{", 1)[1], src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_read_by_two_kernels_is_computed_once(device):
+  "h = x @ w read by h.exp() and h.sigmoid(), each a kernel of its own: one kernel computes h, both load it."
+  x_np, w_np, w2_np = rand(8, 16), rand(16, 64, seed=1), rand(64, 8, seed=2)
+  x, w, w2 = (Tensor(a, device=device).realize() for a in (x_np, w_np, w2_np))
+  h = x @ w
+  u, v = h.exp() @ w2, h.sigmoid() @ w2
+  schedule = Tensor.schedule(u, v)
+  assert sum(w.lazydata.base.buffer in si.bufs for si in schedule) == 1
+  run_schedule(schedule)
+  h_np = x_np @ w_np
+  np.testing.assert_allclose(u.numpy(), np.exp(h_np) @ w2_np, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(v.numpy(), 1 / (1 + np.exp(-h_np)) @ w2_np, rtol=1e-4, atol=1e-4)

@@ -186,7 +186,7 @@ def kernel_shape(base: LazyBuffer) -> tuple:
 class Scheduler:
   """Walks the lazy graph from the outputs, deciding which bases become buffers, in dependency order. `outs` are the
   bases asked for: outputs that read the same reduce share one kernel (`partners`)."""
-  def __init__(self, outs: Sequence[LazyBuffer] = ()):
+  def __init__(self, outs: Sequence[LazyBuffer] = (), stored: frozenset[LazyBuffer] = frozenset()):
     self.schedule: list[ScheduleItem] = []
     self.computes: list[tuple[LazyBuffer, ...]] = []   # the bases each item of `schedule` computes (outputs in order)
     self.scheduled: dict[LazyBuffer, None] = {}
@@ -194,12 +194,14 @@ class Scheduler:
     self.written: set[LazyBuffer] = set()      # the targets of the ASSIGNs scheduled so far: their old contents are gone
     self.preparing: set[LazyBuffer] = set()    # outputs whose kernel waits for what must run before it
     self.inlined: set[LazyBuffer] = set()      # the bases scheduled kernels compute inline
+    self.stored = stored                       # reduces an earlier pass found in two kernels: stored once (rule 3)
+    self.inlining: dict[LazyBuffer, int] = {}  # how many kernels compute each reduce inline
     self.packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]] = {}   # rule 8's copies: what each one copies
     self._old_readers: dict[LazyBuffer, list[LazyBuffer]] | None = None
 
   def must_realize(self, base: LazyBuffer) -> bool:
     "Bases that are never fused into a consumer."
-    return base.realized is not None or base in self.scheduled or base.forced_realize or \
+    return base.realized is not None or base in self.scheduled or base.forced_realize or base in self.stored or \
       base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
 
   def fused(self, lb: LazyBuffer) -> set[LazyBuffer]:
@@ -213,11 +215,12 @@ class Scheduler:
 
   def costly(self, lb: LazyBuffer, reads: sint = 4) -> bool:
     """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
-    transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
-    every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x slower)."""
+    transcendental or a division, or 16+ ops (constants aside); 4+ where each element is read 64+ times (a matmul's
+    input, read by every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x
+    slower)."""
     fused = self.fused(lb)
     return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
-      or len(fused) >= (4 if resolve(reads >= 64) else 16)
+      or sum(b.op is not Ops.CONST for b in fused) >= (4 if resolve(reads >= 64) else 16)
 
   def pack(self, base: LazyBuffer, st: ShapeTracker) -> LazyBuffer:
     "Rule 8: a copy of `base` read through `st`, a new base with its own kernel; `packs` notes where each one came from."
@@ -346,6 +349,12 @@ class Scheduler:
           ast = builder.ast()
       self.add(ScheduleItem(ast, (*[o.buffer for o in builder.outs], *[b.buffer for b in builder.inputs])), tuple(builder.outs))
       self.inlined |= builder.inlined
+      for b in builder.inlined:
+        if b.op is Ops.REDUCE_AXIS and b not in builder.outs: self.inlining[b] = self.inlining.get(b, 0) + 1
+
+  def recomputed(self) -> frozenset[LazyBuffer]:
+    "The reduces that two kernels or more compute inline, each its own copy."
+    return frozenset(b for b, n in self.inlining.items() if n > 1)
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 # the base each item made by create_schedule computes (a multi-output kernel's first; its others in `_also_computes`):
@@ -390,6 +399,11 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   if (schedule := _cached_schedule(key)) is None:
     scheduler = Scheduler(outs)
     for lb in outs: scheduler.schedule_base(lb.base)
+    # a reduce fused into two kernels is computed in each (a GPT's matmul that a GELU and the GELU's gradient both
+    # read: in three kernels): scheduled again, it is stored once, in a kernel of its own, and they load it
+    while again := scheduler.recomputed():
+      scheduler = Scheduler(outs, stored=scheduler.stored | again)
+      for lb in outs: scheduler.schedule_base(lb.base)
     schedule = scheduler.schedule
     for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
     _remember(key, schedule, scheduler.computes, scheduler.packs)
