@@ -5,6 +5,7 @@
   that axis innermost, and the product reads it like a plain matmul's B. A cached schedule makes its own copies again.
 - `Scheduler.costly`: an expression read by 64 or more columns is computed into a buffer of its own from 4 ops on.
 - A reduce that two kernels would compute inline (a product read by a GELU and by its gradient) is stored once.
+- A weight's gradient `X.T @ G` whose `G` is bigger than the L2 cache takes blocks of the reduce, as `A @ B` does.
 - Chapter 6a's exp2 below -150 (a causal mask's -inf) gives 0 without the underflowing multiplies (x86's slow path).
 - Chapter 7's C loads a vector of bools from memory as bytes widened into a mask, so a `where` on it stays one select.
 Results are checked on every device; how many kernels a rule makes depends on the device (packing is for devices
@@ -156,3 +157,14 @@ def test_reduce_read_by_two_kernels_is_computed_once(device):
   h_np = x_np @ w_np
   np.testing.assert_allclose(u.numpy(), np.exp(h_np) @ w2_np, rtol=1e-4, atol=1e-3)
   np.testing.assert_allclose(v.numpy(), 1 / (1 + np.exp(-h_np)) @ w2_np, rtol=1e-4, atol=1e-4)
+
+
+def test_weight_gradient_with_a_big_g_takes_blocks():
+  "X.T @ G with G (2048, 512), 4 MB: more than the L2, so the reduce goes in blocks (chapter 6b's `_block_size`)."
+  from test_heuristic2 import planned
+  renderer = Device["CPU"].renderer
+  if not renderer.l2_size or renderer.l2_size >= 4 << 20: pytest.skip("needs a known L2 smaller than 4 MB")
+  x, g = Tensor(rand(2048, 128)).realize(), Tensor(rand(2048, 512, seed=1)).realize()
+  from tinylit.kernel import OptOps
+  assert any(o.op is OptOps.BLOCK for o in planned(x.T @ g).applied_opts)
+  np.testing.assert_allclose((x.T @ g).numpy(), rand(2048, 128).T @ rand(2048, 512, seed=1), rtol=1e-3, atol=1e-3)

@@ -232,16 +232,17 @@ def _rest(k: Kernel, plan: list[tuple[int, int]]) -> list:
           for axis, s in enumerate(k.full_shape[:k.first_upcast]) if kinds[axis] == "global"]
 
 def _block_size(k: Kernel, tile: int) -> int | None:
-  """For a plain matmul (one reduce axis `k`, along which the tile's input `A` reads consecutive elements) whose reused
-  input `B` is bigger than the L2 cache: the size of BLOCK's blocks, the largest of 512, 256, ..., 32 that divides
-  `k` and whose rows of `B` fill at most half of the L2 (the rest is for `A`, the output's tiles and other work).
-  None where `B` fits (SWAP's panel order is as good and reads the output once) or nothing divides."""
+  """For a plain matmul (one reduce axis `k`, along which the tile's input `A` moves: consecutive elements for `A @ B`,
+  rows apart for a weight's gradient `X.T @ G`) whose reused input `B` is bigger than the L2 cache: the size of
+  BLOCK's blocks, the largest of 512, 256, ..., 32 that divides `k` and whose rows of `B` fill at most half of the L2
+  (the rest is for `A`, the output's tiles and other work). None where `B` fits (SWAP's panel order is as good and
+  reads the output once) or nothing divides."""
   kinds = k.axis_kinds()
   reduces = [a for a in range(k.first_upcast) if kinds[a] == "reduce"]
   if not k.opts.l2_size or k.reduceop.arg[0] is not Ops.ADD or len(reduces) != 1 or \
      not isinstance(size := k.full_shape[reduces[0]], int) or reduces[0] != k.first_reduce: return None
   loads = [(k.sts[u.src[1].arg], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
-  if not any(axis_stride(st, tile) != 0 and axis_stride(st, k.first_reduce) == 1 for st, _ in loads): return None
+  if not any(axis_stride(st, tile) != 0 and axis_stride(st, k.first_reduce) not in (0, None) for st, _ in loads): return None
   # bytes of the inputs that don't move along the tile (B), per step of k: a row of B
   row = sum(prod(s for a, s in enumerate(st.shape) if a != k.first_reduce and axis_stride(st, a) != 0) * itemsize
             for st, itemsize in loads if axis_stride(st, tile) == 0)

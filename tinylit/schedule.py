@@ -215,12 +215,11 @@ class Scheduler:
 
   def costly(self, lb: LazyBuffer, reads: sint = 4) -> bool:
     """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
-    transcendental or a division, or 16+ ops (constants aside); 4+ where each element is read 64+ times (a matmul's
-    input, read by every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x
-    slower)."""
+    transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
+    every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x slower)."""
     fused = self.fused(lb)
     return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
-      or sum(b.op is not Ops.CONST for b in fused) >= (4 if resolve(reads >= 64) else 16)
+      or len(fused) >= (4 if resolve(reads >= 64) else 16)
 
   def pack(self, base: LazyBuffer, st: ShapeTracker) -> LazyBuffer:
     "Rule 8: a copy of `base` read through `st`, a new base with its own kernel; `packs` notes where each one came from."
