@@ -92,6 +92,22 @@ def test_optimizers_match_torch(name):
     lopt.zero_grad(); (Tensor(x) @ lw).tanh().sum().backward(); lopt.step()
   close(lw.numpy(), tw.detach().numpy(), atol=1e-5)
 
+@pytest.mark.parametrize("device", DEVICES)
+@Tensor.train()
+def test_loss_realized_with_schedule_step_matches_torch(device):
+  "tinygrad's llm.c step, `loss.realize(*opt.schedule_step())`: the loss and the updates of two parameters, as torch's."
+  w0, v0 = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((4,), dtype=np.float32)
+  x = rng.standard_normal((5, 3), dtype=np.float32)
+  tw, tv = torch.tensor(w0, requires_grad=True), torch.tensor(v0, requires_grad=True)
+  lw, lv = Tensor(w0, requires_grad=True, device=device), Tensor(v0, requires_grad=True, device=device)
+  topt, lopt = torch.optim.AdamW([tw, tv], lr=0.01), nn.optim.AdamW([lw, lv], lr=0.01)
+  for _ in range(3):
+    topt.zero_grad(); tloss = ((torch.tensor(x) @ tw) * tv).tanh().sum(); tloss.backward(); topt.step()
+    lopt.zero_grad(); lloss = ((Tensor(x, device=device) @ lw) * lv).tanh().sum(); lloss.backward()
+    lloss.realize(*lopt.schedule_step())
+    close(lloss.numpy(), tloss.item(), atol=1e-5)
+  close(lw.numpy(), tw.detach().numpy(), atol=1e-5); close(lv.numpy(), tv.detach().numpy(), atol=1e-5)
+
 def test_safetensors_roundtrip(tmp_path):
   st = pytest.importorskip("safetensors.numpy")
   tensors = {"a": Tensor(rng.standard_normal((2, 3), dtype=np.float32)), "b.c": Tensor(np.arange(5, dtype=np.int64)),

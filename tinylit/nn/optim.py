@@ -25,6 +25,11 @@ class Optimizer:
     for p in self.params: p.grad = None
   def step(self) -> None:
     "Compute every gradient first (they read the old weights), then write all updates."
+    Tensor.realize(*self.schedule_step())
+  def schedule_step(self) -> list[Tensor]:
+    """The tensors a step realizes, as tinygrad names it: the updated parameters and buffers, not computed yet, so that
+    `loss.realize(*opt.schedule_step())` computes the loss with them (tinygrad's llm.c example trains its GPT so).
+    Unlike tinygrad's, it computes the gradients first: they read the old weights, which the updates overwrite."""
     if not Tensor.training:
       raise AssertionError(f"{type(self).__name__}.step: Tensor.training is False, and an optimizer step needs training mode "
                            "(as tinygrad's asserts); run the training step inside `with Tensor.train():`, or set "
@@ -38,8 +43,7 @@ class Optimizer:
       if id(p.grad.lazydata.base.buffer) in owned: p.grad = p.grad.clone()
     grads = [p.grad for p in self.params]
     grads[0].realize(*grads[1:])
-    updated = self._step()
-    updated[0].realize(*updated[1:])
+    return self._step()
   def _step(self) -> list[Tensor]: raise NotImplementedError
   @staticmethod
   def _wide(t: Tensor) -> Tensor:
