@@ -401,8 +401,7 @@ class ClangRenderer(CStyleLanguage):
     self.code_for_op[Ops.WHERE] = lambda c, a, b, dtype, src_dtype: self.render_select(c, a, b, dtype) if dtype.count > 1 and \
       src_dtype.count > 1 else where(c, a, b, dtype=dtype, src_dtype=src_dtype)
   def render_vector_address(self, x: UOp) -> str:   # bools are bytes in memory: a vector of them is signed chars
-    if x.dtype.scalar() != dtypes.bool: return super().render_vector_address(x)
-    return f"(({self.render_dtype(dtypes.int8.vec(x.dtype.count))}*)({self.r[x.src[0]]}+{self.r[x.src[1]]}))"
+    return super().render_vector_address(x.replace(dtype=dtypes.int8.vec(x.dtype.count)) if x.dtype.scalar() == dtypes.bool else x)
   def render_vector_load(self, idx: UOp) -> str:   # ... and the 0s and 1s, widened to int and negated, are a mask
     if idx.dtype.scalar() != dtypes.bool: return super().render_vector_load(idx)
     return f"(-__builtin_convertvector(*{self.r[idx]}, {self.render_dtype(dtypes.int32.vec(idx.dtype.count))}))"
