@@ -148,3 +148,67 @@ def test_writes_into_empty_tensors_do_nothing(device):
   a += 2
   a.assign(Tensor(np.zeros((5, 0), np.float32), device=device))
   assert a.numpy().shape == (5, 0)
+
+
+# ---- stepped slices: `b[::2]` is a view of b's memory, as in torch (and tinygrad v0.10, where it is movement ops only)
+STEPPED = ["::2", ":, ::2", "::-2", "1::2, ::-3", "::5", "-1:0:-2, 1", "None, ::2, ..., 1:5:3", "..., ::4"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("idx", STEPPED)
+def test_writes_through_a_stepped_slice_land(device, idx):
+  b = Tensor.zeros(3, 6, device=device).contiguous().realize()
+  ref = np.zeros((3, 6), np.float32)
+  v, rv = eval(f"b[{idx}]"), eval(f"ref[{idx}]")
+  v += 1; rv += 1
+  np.testing.assert_array_equal(b.numpy(), ref)
+  v.assign(v * 3); rv *= 3                                        # through assign, reading the view itself
+  np.testing.assert_array_equal(b.numpy(), ref)
+  v[...] = 7; rv[...] = 7                                         # and __setitem__ on the view
+  np.testing.assert_array_equal(b.numpy(), ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("idx", STEPPED)
+def test_a_stepped_slice_sees_later_writes_to_its_base(device, idx):
+  b = Tensor.arange(18, device=device, dtype="float32").reshape(3, 6).contiguous().realize()
+  ref = np.arange(18, dtype=np.float32).reshape(3, 6)
+  v, rv = eval(f"b[{idx}]"), eval(f"ref[{idx}]")
+  b += 1; ref += 1
+  np.testing.assert_array_equal(v.numpy(), rv)
+  b[1] = -1; ref[1] = -1
+  np.testing.assert_array_equal(v.numpy(), rv)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_three_lines_of_the_report(device):
+  "Issue 28's repro, as torch runs it."
+  b = Tensor.zeros(3, 6, device=device).contiguous().realize()
+  v = b[::2]; v += 1
+  np.testing.assert_array_equal(b.numpy(), [[1] * 6, [0] * 6, [1] * 6])
+  v = b[:, ::2]; v += 1
+  np.testing.assert_array_equal(b.numpy(), [[2, 1] * 3, [1, 0] * 3, [2, 1] * 3])
+  v = b[::2]; b += 1
+  np.testing.assert_array_equal(v.numpy(), [[3, 2] * 3, [3, 2] * 3])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_stepped_view_written_under_jit(device):
+  "The fuzzer's shape of it: state updated through a stepped view inside TinyJit, read through another after each call."
+  s = Tensor.arange(12, device=device, dtype="float32").reshape(4, 3).contiguous().realize()
+  ref = np.arange(12, dtype=np.float32).reshape(4, 3)
+  sv, rsv = s[::-2, 1::2], ref[::-2, 1::2]
+  step = TinyJit(lambda x: (sv.__iadd__(x), (s[0, -1:2:3] * 2).realize())[1])
+  for i in range(4):
+    x = np.full(rsv.shape, i + 1, np.float32)
+    out = step(Tensor(x, device=device))
+    rsv += x
+    np.testing.assert_array_equal(s.numpy(), ref)
+    np.testing.assert_array_equal(out.numpy(), ref[0, -1:2:3] * 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_stepped_slices_keep_their_gradient(device):
+  x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device=device, requires_grad=True)
+  (x[::2, ::-3] * Tensor([[1.0, 2.0]], device=device)).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [[2, 0, 0, 1], [0, 0, 0, 0], [2, 0, 0, 1]])

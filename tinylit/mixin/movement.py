@@ -309,16 +309,22 @@ class IndexMethods:
     _, _, view, tensor_dims = self._index_view(indices)
     return view._gather(tensor_dims) if tensor_dims else view
   def _slice_dim(self, dim: int, lo: int, hi: int, step: int) -> Tensor:
-    "Elements lo..hi-1 of one axis, every |step|-th, reversed for a negative step: shrink, flip, pad+reshape."
+    """Elements lo..hi-1 of one axis, every |step|-th, reversed for a negative step: shrink, flip, pad+reshape. A view
+    of self's memory, whatever the step: writes through it land in self, and it sees self's writes."""
     x = self.shrink(tuple((lo, hi) if d == dim else None for d in range(self.ndim)))
     if step < 0: x = x.flip(dim)
     s = abs(step)
     if s == 1 or x.shape[dim] == 0: return x
     n = math.ceil(x.shape[dim] / s)
-    x = x.pad(tuple((0, n * s - x.shape[dim]) if d == dim else None for d in range(x.ndim)))
-    x = x.reshape(x.shape[:dim] + (n, s) + x.shape[dim + 1:])
-    x = x.shrink(tuple((0, 1) if d == dim + 1 else None for d in range(x.ndim)))
-    return x.reshape(x.shape[:dim] + (n,) + x.shape[dim + 2:])
+    pad = tuple((0, n * s - x.shape[dim]) if d == dim else (0, 0) for d in range(x.ndim))
+    rows = x.shape[:dim] + (n, s) + x.shape[dim + 1:]                   # a row of s elements for each kept one
+    first = tuple((0, 1) if d == dim + 1 else (0, size) for d, size in enumerate(rows))
+    stepped = x.pad(pad).reshape(rows).shrink(first).reshape(x.shape[:dim] + (n,) + x.shape[dim + 1:])
+    # A padded tensor is memory of its own (a copy, as torch's pad), so the chain's result would be a copy too. But the
+    # shrink cut all the padding away again: every element it reads is one of x's. It is a view of x's storage, seen
+    # through x's view moved the same way.
+    stepped._bind(stepped.lazydata, x._storage, x._view.pad(pad).reshape(rows).shrink(first).reshape(stepped.shape))
+    return stepped
   def _unslice_dim(self, dim: int, lo: int, hi: int, step: int, size: int) -> Tensor:
     "The inverse of `_slice_dim`: put this axis back where the slice took it from (of an axis of `size`), 0 elsewhere."
     x, s = self, abs(step)
