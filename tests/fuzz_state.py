@@ -13,6 +13,7 @@ pytest entry: tests/test_fuzz_state.py. At the desk: `python tests/fuzz_state.py
 from __future__ import annotations
 
 import argparse, random, sys, traceback
+from collections import Counter
 
 import numpy as np
 import torch
@@ -39,25 +40,49 @@ def _reshapes(shape: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
   return rng.choice(options)
 
 
-def _slice(shape: tuple[int, ...], rng: random.Random) -> str:
-  "A basic index: slices with step 1 (and now and then an integer) on each axis."
-  parts = []
+# the families of basic indexing `_slice` draws; `fuzz` counts them, so that one it never draws shows up as a 0
+INDEX_KINDS = ("int", "None", "...", ":", "step 1", "step > 1", "negative step", "step beyond the axis", "empty result")
+
+
+def _indexed(shape: tuple[int, ...], idx: str) -> tuple[int, ...]:
+  "The shape `x[idx]` has for an x of `shape` (numpy's rules, which tinylit and torch follow)."
+  return tuple(np.empty(shape)[eval(f"np.s_[{idx}]")].shape)
+
+
+def _slice(shape: tuple[int, ...], rng: random.Random, kinds: Counter | None = None) -> str:
+  """A basic index of every form numpy has: ints (negative too), slices with or without start and stop and with any
+  step (negative, or larger than the axis), `None` and `...`. Adds the families it drew to `kinds`."""
+  drawn, parts = Counter(), []
   for s in shape:
     kind = rng.random()
-    if kind < 0.15 and len(shape) > 1 and len(parts) == 0: parts.append(str(rng.randrange(s)))
-    elif kind < 0.6:
-      lo = rng.randrange(s)
-      parts.append(f"{lo}:{rng.randrange(lo + 1, s + 1)}")
-    else: parts.append(":")
-  return ", ".join(parts)
+    if kind < 0.15 and s > 0:
+      parts.append(str(rng.randrange(-s, s))); drawn["int"] += 1
+    elif kind < 0.3: parts.append(":"); drawn[":"] += 1
+    else:
+      bound = lambda: rng.choice([None, None, rng.randrange(-s - 1, s + 2)])
+      step = rng.choice([None, 1, 2, 3, -1, -2, -3, rng.choice([s + 1, -s - 2])])
+      parts.append(":".join("" if v is None else str(v) for v in (bound(), bound(), step)))
+      if step in (None, 1): drawn["step 1"] += 1
+      else:
+        drawn["step > 1" if step > 1 else "negative step"] += 1
+        if abs(step) > s: drawn["step beyond the axis"] += 1
+  if rng.random() < 0.2:   # some axes (maybe none) as `...`
+    lo = rng.randrange(len(parts) + 1)
+    parts[lo:rng.randrange(lo, len(parts) + 1)] = ["..."]; drawn["..."] += 1
+  for _ in range(rng.choice((0, 0, 0, 1, 2))):
+    parts.insert(rng.randrange(len(parts) + 1), "None"); drawn["None"] += 1
+  idx = ", ".join(parts) or "..."
+  if 0 in _indexed(shape, idx): drawn["empty result"] += 1
+  if kinds is not None: kinds.update(drawn)
+  return idx
 
 
-def generate(seed: int, index: int, steps: int = 12) -> list[str]:
+def generate(seed: int, index: int, steps: int = 12, kinds: Counter | None = None) -> list[str]:
   """A program as a list of statements of Python over names v0, v1, ... that works for tinylit's Tensor and for the
   reference through the small vocabulary of `Tinylit`/`Reference` (T.new, T.full, T.check, ...). Each write is followed
-  by a read. One program in five is a TinyJit program, one in ten a KV cache."""
+  by a read. One program in five is a TinyJit program, one in ten a KV cache. The index families drawn go to `kinds`."""
   rng = random.Random(seed * 1_000_003 + index)
-  if (kind := rng.random()) < 0.2: return _jit_program(rng)
+  if (kind := rng.random()) < 0.2: return _jit_program(rng, kinds)
   if kind < 0.3: return _kv_program(rng)
   shapes: dict[str, tuple[int, ...]] = {}
   lines: list[str] = []
@@ -83,7 +108,7 @@ def generate(seed: int, index: int, steps: int = 12) -> list[str]:
         order = list(range(len(sa))); rng.shuffle(order); s2 = tuple(sa[i] for i in order)
         lines.append(f"{n} = {a}.permute({tuple(order)})")
       elif view < 0.8:
-        idx = _slice(sa, rng); s2 = tuple(np.empty(sa)[eval(f'np.s_[{idx}]')].shape)
+        idx = _slice(sa, rng, kinds); s2 = _indexed(sa, idx)
         if not s2: continue
         lines.append(f"{n} = {a}[{idx}]")
       else: d = rng.randrange(len(sa)); s2 = sa; lines.append(f"{n} = {a}.flip({d})")
@@ -104,7 +129,7 @@ def generate(seed: int, index: int, steps: int = 12) -> list[str]:
       elif w < 0.65: lines.append(f"{a} *= 2")
       elif w < 0.75: lines.append(f"{a} -= {rng.randrange(1, 4)}")
       else:
-        idx = _slice(sa, rng)
+        idx = _slice(sa, rng, kinds)
         lines.append(f"{a}[{idx}] = {rng.randrange(-5, 6)}")
       lines.append(f"T.check({rng.choice(list(shapes))})")
     else: lines.append(f"T.check({a})")
@@ -112,12 +137,14 @@ def generate(seed: int, index: int, steps: int = 12) -> list[str]:
   return lines
 
 
-def _jit_program(rng: random.Random) -> list[str]:
+def _jit_program(rng: random.Random, kinds: Counter | None = None) -> list[str]:
   """State updated in place inside a TinyJit function (through a random view of it), random draws, and a container of
   results, replayed several times with new inputs; the draws must differ on every call."""
   shape = _shape(rng)
-  idx = _slice(shape, rng)
-  view_shape = tuple(np.empty(shape)[eval(f"np.s_[{idx}]")].shape)
+  while True:   # a view with elements: an empty update launches no kernel, and TinyJit refuses a function without one
+    drawn = Counter()
+    if 0 not in (view_shape := _indexed(shape, idx := _slice(shape, rng, drawn))): break
+  if kinds is not None: kinds.update(drawn)
   update = rng.choice(["sv += x", "sv.assign(sv * 2 - x)", "sv -= x", "s.assign(s.flip(0))\n  sv += x"])
   draws = rng.randrange(0, 4)
   ret = rng.choice(['{"s": s * 1, "r": r, "v": (sv - 1,)}', '[s + 0, {"r": r, "w": sv * 2}]', '({"r": r}, sv + x)',
@@ -185,7 +212,8 @@ class Ref:
   def reshape(self, shape) -> Ref: return Ref(self.storage, self.pos.reshape(shape))
   def permute(self, order) -> Ref: return Ref(self.storage, self.pos.permute(order))
   def flip(self, dim) -> Ref: return Ref(self.storage, self.pos.flip(dim))
-  def __getitem__(self, idx) -> Ref: return Ref(self.storage, self.pos[idx])
+  # numpy indexes the positions: torch's own slicing refuses negative steps
+  def __getitem__(self, idx) -> Ref: return Ref(self.storage, torch.from_numpy(np.array(self.pos.numpy()[idx])))
   def shrink(self, arg) -> Ref: return self[tuple(slice(*a) if a is not None else slice(None) for a in arg)]
   def contiguous(self) -> Ref: return Ref.of(self.value())
   def sum(self, axis) -> Ref: return Ref.of(self.value().sum(axis))
@@ -240,11 +268,11 @@ def repro(lines: list[str], device: str) -> str:
   return "\n".join(head + lines + ["for v in T.seen: print(v)"])
 
 
-def fuzz(device: str, seed: int, start: int, stop: int) -> list[str]:
-  "Reports (what differed, and a repro) of the failing programs among `start..stop-1`."
+def fuzz(device: str, seed: int, start: int, stop: int, kinds: Counter | None = None) -> list[str]:
+  "Reports (what differed, and a repro) of the failing programs among `start..stop-1`; the index families drawn go to `kinds`."
   fails = []
   for i in range(start, stop):
-    lines = generate(seed, i)
+    lines = generate(seed, i, kinds=kinds)
     if (why := run(lines, device)) is not None: fails.append(f"program {i} (seed {seed}): {why}\n{repro(lines, device)}")
   return fails
 
@@ -255,7 +283,9 @@ if __name__ == "__main__":
   ap.add_argument("-n", type=int, default=200)
   ap.add_argument("--seed", type=int, default=0)
   args = ap.parse_args()
-  fails = fuzz(args.device, args.seed, 0, args.n)
+  kinds = Counter()
+  fails = fuzz(args.device, args.seed, 0, args.n, kinds)
   for f in fails[:5]: print(f, "\n")
+  print("index families drawn:", ", ".join(f"{k} {kinds[k]}" for k in INDEX_KINDS))
   print(f"{len(fails)} of {args.n} programs failed on {args.device} (seed {args.seed})")
   sys.exit(1 if fails else 0)
