@@ -14,7 +14,7 @@ import pytest
 from devices import DEVICES
 
 torch = pytest.importorskip("torch")
-from tinylit import Tensor, dtypes
+from tinylit import Tensor, Variable, dtypes
 from tinylit.dtype import DTypeError
 from tinylit.mixin import ArgumentError
 
@@ -26,7 +26,7 @@ def env(device: str) -> dict:
   "The names a case may use: small tensors of every kind on `device`."
   d = device
   return dict(
-    Tensor=Tensor, np=np, dtypes=dtypes, math=math, d=d, NAN=NAN, INF=INF,
+    Tensor=Tensor, Variable=Variable, np=np, dtypes=dtypes, math=math, d=d, NAN=NAN, INF=INF,
     x=Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=d),      # (2, 3) float32
     v=Tensor([1.0, 2.0, 3.0], device=d),                                    # (3,) float32
     i=Tensor([[0, 1, 2], [2, 1, 0]], device=d),                             # (2, 3) int32
@@ -331,6 +331,12 @@ ERRORS = [
   ("x.assign(Tensor.ones(3, device=d))", ArgumentError, ["assign", "(3,)", "(2, 3)"]),
   ("x.assign(i)", TypeError, ["assign", "int"]),
   ("x.replace(v)", ArgumentError, ["replace", "(3,)"]),
+  # data of a symbolic shape: its sizes are a bound Variable's, which only kernels know (tinygrad refuses it too)
+  ("x.reshape(-1).reshape(Variable('n', 1, 12).bind(6), 1).numpy()", RuntimeError, ["numpy()", "(n=6, 1)", ".reshape(6, 1)"]),
+  ("x.reshape(-1).reshape(Variable('n', 1, 12).bind(6), 1).tolist()", RuntimeError, ["tolist()", "(n=6, 1)"]),
+  ("x.reshape(-1).reshape(Variable('n', 1, 12).bind(6)).sum().reshape(1).shrink(((0, Variable('k', 1, 1).bind(1)),)).item()",
+   RuntimeError, ["item()", "(k=1)", ".reshape(1,)"]),
+  ("x.reshape(-1).reshape(Variable('n', 1, 12).bind(6)).data()", RuntimeError, ["data()", "(n=6)"]),
 ]
 
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 from .dtype import DType, dtypes, to_dtype, bf16_to_float, float_to_bf16
 from .helpers import prod
-from .ops import Ops, UOp
+from .ops import Ops, UOp, sym_infer
 from .lazy import LazyBuffer
 from .shapetracker import ShapeTracker
 from .device import Buffer, Device
@@ -152,10 +152,19 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     raise TypeError(f"from_uop: can't make a Tensor of {y.op} in {y.render()}: only bound variables, constants, +, * and max")
   def numpy(self) -> np.ndarray:
     "The values as a numpy array (runs the kernels this tensor needs); bfloat16 comes back as float32, as in tinygrad."
-    raw = self._storage_numpy()
+    return self._values("numpy()")
+  def _values(self, op: str) -> np.ndarray:
+    "`numpy()`, with the name of the method that asked in its errors."
+    raw = self._storage_numpy(op)
     return bf16_to_float(raw) if self.dtype == dtypes.bfloat16 else raw
-  def _storage_numpy(self) -> np.ndarray:
+  def _storage_numpy(self, op: str = "numpy()") -> np.ndarray:
     "The values as memory holds them (bfloat16 as its uint16 bit patterns)."
+    if not all(isinstance(s, int) for s in self.shape):
+      # as tinygrad ("no data if shape is symbolic"): a symbolic size is known only to the kernels, run by run
+      shape = "(" + ", ".join(s.render() if isinstance(s, UOp) else str(s) for s in self.shape) + ")"
+      plain = tuple(sym_infer(s) for s in self.shape)
+      raise RuntimeError(f"{op}: no data for a tensor of symbolic shape {shape}, whose sizes only kernels know: "
+                         f"reshape it to plain sizes first, .reshape{plain} for the values bound now")
     if 0 in self.shape: return np.zeros(self.shape, dtype=self.dtype.np_storage)
     realize_pending()   # a read sees every write made before it
     lb = self.lazydata
@@ -163,11 +172,12 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     if not (lb.base.realized is not None and lb.st.contiguous and lb.size == lb.base.size):
       lb = Tensor(lb.contiguous()).realize().lazydata
     return lb.base.buffer.numpy().reshape(self.shape)
-  def tolist(self): return self.numpy().tolist()
+  def tolist(self): return self._values("tolist()").tolist()
   def item(self):
-    if self.numel() != 1: raise ArgumentError(f"item() needs a tensor of one element, this one has shape {self.shape}")
-    return self.numpy().reshape(()).item()
-  def data(self) -> memoryview: return memoryview(self.numpy())
+    values = self._values("item()")
+    if values.size != 1: raise ArgumentError(f"item() needs a tensor of one element, this one has shape {self.shape}")
+    return values.reshape(()).item()
+  def data(self) -> memoryview: return memoryview(self._values("data()"))
 
   # ---- moving and overwriting
   def to(self, device: str | None) -> Tensor:
