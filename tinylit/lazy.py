@@ -47,7 +47,7 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
     raise NotImplementedError(f"{what} over shape {shape}: {n} elements, past the 32-bit indices tinylit's kernels use")
 
 # %% ../nbs/02_lazy.ipynb #1744662b
-# sets made once, for the checks every op makes: naming an `Ops` member costs about 50 ns on Python 3.11 (the Enum
+# sets made once, for the checks every op makes: naming an `Ops` member is slow on Python 3.11 (the Enum
 # metaclass defines __getattr__, which takes each of its classes' attribute lookups off the fast path)
 _ALLOCATED = frozenset({Ops.EMPTY, Ops.BUFFER, None})       # memory of its own, which must fit 32-bit indices
 _NEVER_SHARED = frozenset({Ops.BUFFER, Ops.EMPTY, Ops.CONTIGUOUS})
