@@ -22,6 +22,13 @@ paragraph states something the outputs should show but does not quote them, quot
 The other way to keep a sentence true is a cell that builds it from the value (`display(Markdown(f"..."))`): nbval
 compares its `text/markdown` output like any other, after the same sanitizing, so it too must not print a figure that
 varies between runs. The course prefers marked quotes: the prose stays in markdown cells, where a reader expects it.
+
+A figure only a run can give may not stand in prose unmarked (issue 29): a number with a unit of time (ns, µs, ms,
+s), of speed (GFLOPS, TFLOPS, GB/s, tokens/s), of arithmetic intensity (FLOP/B) or of memory a run reports (MB, GB),
+and a count of kernels ("3 kernels"), is a marked quote of an output, comes from a cell that builds the sentence, or
+goes. Sizes that are facts of the hardware or of an array's shape are written in binary units (a 1 MiB L2, 4 KiB
+pages, 16M floats are 64 MiB), which is also what they are; a count of kernels the text predicts rather than reports
+("how many kernels?") is written in words.
 """
 
 import difflib
@@ -76,6 +83,19 @@ def quotes(md: str) -> list[Quote]:
     for m in BLOCK.finditer(md):
         out += [Quote(line, bool(m["scope"])) for line in m["body"].splitlines() if line.strip()]
     return out
+
+
+# a number (not the end of a word or of another number: "1s", "3×3", "v2") with a unit that only a run can give it
+MEASURED = re.compile(r"(?<![\w.×/-])\d[\d,]*(?:\.\d+)?(?:[ \u00a0]|&nbsp;)?"
+                      r"(?:[nµu]s|ms|GFLOPS|TFLOPS|GB/s|MB/s|tokens/s|FLOP/B|FLOP/byte|MB|GB)(?![\w/])"
+                      r"|(?<![\w.×/-])\d[\d,]*(?:\.\d+)?(?:[ \u00a0]|&nbsp;)(?:s|seconds?|kernels?)(?![\w/])")
+FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def unmarked_figures(md: str) -> list[str]:
+    "The measured figures of a markdown cell that stand outside its marked quotes (code examples in fences aside)."
+    md = FENCE.sub(" ", BLOCK.sub(" ", SAMP.sub(" ", md)))
+    return [m[0] for m in MEASURED.finditer(md)]
 
 
 def normal(text: str) -> str:
@@ -156,6 +176,39 @@ def quote_problems(nb, notebook: str) -> list[str]:
 def test_quotes_are_in_the_outputs(path):
     problems = quote_problems(nbformat.read(path, as_version=4), path.name)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", course.course_notebooks(), ids=lambda p: p.stem)
+def test_no_unmarked_measured_figures(path):
+    nb = nbformat.read(path, as_version=4)
+    problems = [f"{path.name} cell {i}: {fig!r} stands in prose unmarked: quote the output that shows it (<samp>...</samp>, "
+                "… for what varies), build the sentence in a cell, or drop it"
+                for i, c in enumerate(nb.cells) if c.cell_type == "markdown" for fig in unmarked_figures(course.source(c))]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("md, figures", [
+    ("Building `A @ B` took 120 µs.", ["120 µs"]),                        # issue 29's example from chapter 2
+    ("The step takes 45 ms instead of 53; torch: 68 to 75 ms.", ["45 ms", "75 ms"]),
+    ("423 kernels instead of 381", ["423 kernels"]),
+    ("at 1,200 GFLOPS and 12.5 GB/s, 43 FLOP/B", ["1,200 GFLOPS", "12.5 GB/s", "43 FLOP/B"]),
+    ("a peak of 2.57 GB against 0.37 GB", ["2.57 GB", "0.37 GB"]),
+    ("it compiles in 0.2 s per source", ["0.2 s"]),
+    ("The run says <samp>scheduled 2 kernels</samp> in <samp>… ms</samp>.", []),   # marked quotes are checked above
+    ("<!-- quote -->\n```\nscheduled 423 kernels\n```", []),
+    ("```python\nsleep(5 s)  # an example, not prose\n```", []),
+    ("a 1 MiB L2, 4 KiB pages, rows of 0s and 1s, 3×3 kernels, conv2d's kernels", []),   # facts, and no figure
+])  # fmt: skip
+def test_figure_checker(md, figures):
+    assert unmarked_figures(md) == figures
+
+
+def test_figure_rule_fails_on_a_chapter_with_an_unmarked_figure(tmp_path):
+    "The rule, run as CI runs it, on a chapter whose prose states a time: it fails and names the cell and the figure."
+    nb = _nb(("md", "# T"), ("md", "This kernel runs in 0.35 ms."), ("code", "run()", "tm 0.35ms\n"))
+    nbformat.write(nb, path := tmp_path / "t.ipynb")
+    with pytest.raises(AssertionError, match=r"t.ipynb cell 1: '0.35 ms' stands in prose unmarked"):
+        test_no_unmarked_measured_figures(path)
 
 
 def test_the_course_marks_quotes():

@@ -272,7 +272,7 @@ class CPUAllocator(LRUAllocator):
   def _alloc(self, nbytes: int):
     if self.exact: return super()._alloc(nbytes)
     # np.empty's blocks start on a multiple of 16, seldom of 64: a 64-byte vector load or store then straddles two
-    # cache lines. Aligned, a 1024x1024 matmul took 11.0 ms, not 13.8 (one run, 2 cores, load 2.5)
+    # cache lines (chapter 8a's CPUDevice section)
     raw = np.empty(max(nbytes, 1) + 63, dtype=np.uint8)
     start = -raw.ctypes.data % 64
     return raw[start:start + max(nbytes, 1)]
@@ -280,8 +280,8 @@ class CPUAllocator(LRUAllocator):
     if self.exact: self._free(opaque, nbytes)
     else: super().free(opaque, nbytes)
   def as_arg(self, opaque):
-    # the pointer, made once per buffer: building it on every launch cost about 0.3 us a buffer, and a GPT token's
-    # 77 replayed kernels take 6 buffers each (it lives as long as the Buffer, which holds the memory anyway)
+    # the pointer, made once per buffer: built on every launch, it was most of a small replayed kernel's Python time
+    # (it lives as long as the Buffer, which holds the memory anyway)
     return ctypes.byref(ctypes.c_char.from_buffer(opaque))
 
 # %% ../../nbs/08a_cpu.ipynb #f1d819e6
