@@ -63,7 +63,7 @@ class CharTokenizer:
 # %% ../../nbs/12_capstone_gpt.ipynb #633519c5
 @dataclass(frozen=True)
 class GPTConfig:
-  "The sizes of a GPT: the issue's model by default (4 layers, 4 heads, width 128, context 64, 80 characters)."
+  "The sizes of a GPT: the issue's model by default (4 layers, 4 heads, width 128, context 64); `vocab_size` is the tokenizer's."
   vocab_size: int = 80
   n_layers: int = 4
   n_heads: int = 4
