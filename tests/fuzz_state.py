@@ -59,9 +59,9 @@ def _slice(shape: tuple[int, ...], rng: random.Random, kinds: Counter | None = N
       parts.append(str(rng.randrange(-s, s))); drawn["int"] += 1
     elif kind < 0.3: parts.append(":"); drawn[":"] += 1
     else:
-      bound = lambda: rng.choice([None, None, rng.randrange(-s - 1, s + 2)])
+      start, stop = (rng.choice([None, None, rng.randrange(-s - 1, s + 2)]) for _ in range(2))
       step = rng.choice([None, 1, 2, 3, -1, -2, -3, rng.choice([s + 1, -s - 2])])
-      parts.append(":".join("" if v is None else str(v) for v in (bound(), bound(), step)))
+      parts.append(":".join("" if v is None else str(v) for v in (start, stop, step)))
       if step in (None, 1): drawn["step 1"] += 1
       else:
         drawn["step > 1" if step > 1 else "negative step"] += 1
