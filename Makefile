@@ -38,7 +38,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
 # runner without it: `test` and `nbs` pin the width (still correct anywhere; only slower where registers are narrower).
 test nbs: export CPU_VECTOR_WIDTH ?= 16
 
-.PHONY: help setup course course-run test check-export docs nbs readme lint bench lock clean distclean
+.PHONY: help setup course course-run test check-export docs nbs readme dist lint bench lock clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 22
@@ -110,6 +110,18 @@ nbs: setup ## re-execute notebooks in place (`jupyter execute --inplace`), stori
 
 readme: setup ## write README.md from nbs/index.ipynb (without Quarto)
 	$(BIN)/python tools/build_docs.py readme
+
+# A release's archives. `python -m build` makes the sdist, then the wheel from the unpacked sdist (so the sdist is
+# shown to be complete); --no-isolation builds with .venv's setuptools instead of downloading one. The smoke test
+# runs outside the repository's reach: a new venv holding the wheel and what pip resolves for it (numpy), nothing else.
+SMOKE_VENV := build/smoke-venv
+dist: setup ## build the sdist and the wheel into dist/, check them (tools/release.py), smoke-test the wheel in a fresh venv
+	rm -rf dist $(SMOKE_VENV)
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python tools/release.py dist dist
+	$(PYTHON) -m venv $(SMOKE_VENV)
+	$(SMOKE_VENV)/bin/python -m pip install -q --progress-bar off --disable-pip-version-check dist/*.whl
+	$(SMOKE_VENV)/bin/python tools/smoke_test.py
 
 bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch; memory of training steps with and without the memory planner
 	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)

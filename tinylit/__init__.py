@@ -6,8 +6,9 @@
 __all__ = ['Tensor', 'dtypes', 'Device', 'GlobalCounters', 'Context', 'getenv', 'DEBUG', 'TinyJit', 'UOp', 'Variable', 'nn']
 
 # %% ../nbs/index.ipynb #2acee71b
-# nbdev keeps this in step with settings.ini. Written here, it comes after the module docstring (nbdev would put it
-# above, and a docstring that isn't the first statement is no docstring: tinylit.__doc__ would be None)
+# settings.ini's version: nbdev_export writes that over this line in tinylit/__init__.py, and a release changes both
+# (tools/release.py says how). Written here, it comes after the module docstring (nbdev would put it above, and a
+# docstring that isn't the first statement is no docstring: tinylit.__doc__ would be None)
 __version__ = "0.0.1"
 
 from .tensor import Tensor
