@@ -38,7 +38,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
 # runner without it: `test` and `nbs` pin the width (still correct anywhere; only slower where registers are narrower).
 test nbs: export CPU_VECTOR_WIDTH ?= 16
 
-.PHONY: help setup course course-run test check-export docs nbs readme dist lint bench lock clean distclean
+.PHONY: help setup course course-run learn test check-export docs nbs readme dist lint bench lock clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 22
@@ -79,6 +79,13 @@ $(POCL_ICD):
 
 course: setup ## open the course: JupyterLab on nbs/ with the .venv kernel
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)/nbs" $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# The learner track: the workspace is made once (your code lives there; `make learn` again reopens it). Its package comes
+# first on the kernels' path, so `from tinylit import Tensor` runs your code; JupyterLab's terminals find tinylit-learn.
+learn: setup ## build it yourself: a workspace in learn/ (tinylit-learn init, once), then JupyterLab on it
+	@test -d learn || { echo "+ tinylit-learn init learn"; $(BIN)/tinylit-learn init learn; }
+	cd learn && PYTHONPATH="$(CURDIR)/learn" PATH="$(CURDIR)/$(BIN):$$PATH" $(CURDIR)/$(BIN)/jupyter lab \
+	  --ServerApp.root_dir="$(CURDIR)/learn" $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 course-run: setup ## run every course notebook top to bottom (nbclient's `jupyter execute`; nbs/ untouched), then build the docs
 	$(BIN)/jupyter execute $(COURSE_NBS)

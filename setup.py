@@ -55,7 +55,8 @@ setuptools.setup(
     ]
     + [f"Programming Language :: Python :: {v}" for v in py_versions[py_versions.index(min_python) :]],
     python_requires=">=" + min_python,
-    packages=setuptools.find_packages(include=[lib_path, lib_path + ".*"]),
+    # the library, and the learner track's command line (`tinylit-learn`, course tooling that never imports it)
+    packages=setuptools.find_packages(include=[lib_path, lib_path + ".*", "tinylit_learn", "tinylit_learn.*"]),
     include_package_data=True,
     install_requires=reqs("requirements"),
     extras_require={

@@ -54,6 +54,9 @@ def test_build_sdist_and_wheel(tmp_path):
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, f"python -m build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
   assert release.dist_problems(tmp_path) == []
+  wheel = zipfile.ZipFile(next(tmp_path.glob("*.whl")))
+  entry_points = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
+  assert "tinylit-learn = tinylit_learn.cli:main" in entry_points, entry_points
 
 
 def test_dist_check_finds_misplaced_files(tmp_path):

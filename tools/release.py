@@ -55,7 +55,8 @@ def tag_problems(tag: str) -> list[str]:
 def dist_problems(folder: Path) -> list[str]:
     """What is wrong with the sdist and the wheel in `folder`: twine check --strict's complaints, and the contents.
     The sdist holds the package and its source: settings.ini, the license, the changelog, every notebook of nbs/.
-    The wheel holds the library only (tinylit/, every module of it, the version settings.ini gives) and its metadata."""
+    The wheel holds the library only (tinylit/, every module of it, the version settings.ini gives), the learner track's
+    command line (tinylit_learn/) and its metadata."""
     name, v = "tinylit", version()
     sdist, wheel = folder / f"{name}-{v}.tar.gz", folder / f"{name}-{v}-py3-none-any.whl"
     missing = [p.name for p in (sdist, wheel) if not p.exists()]
@@ -70,10 +71,12 @@ def dist_problems(folder: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as whl:
         in_wheel = set(whl.namelist())
         init = whl.read(f"{name}/__init__.py").decode() if f"{name}/__init__.py" in in_wheel else ""
-    modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / name).rglob("*.py"))
+    # the library, and the learner track's command line (tinylit-learn), which never imports it
+    packages = (name, "tinylit_learn")
+    modules = sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).rglob("*.py"))
     problems += [f"the wheel lacks {m}" for m in modules if m not in in_wheel]
     problems += [f"the wheel holds {n}, which is not the library" for n in sorted(in_wheel)
-                 if not n.startswith((f"{name}/", f"{name}-{v}.dist-info/"))]
+                 if not n.startswith((*(f"{pkg}/" for pkg in packages), f"{name}-{v}.dist-info/"))]
     if f'__version__ = "{v}"' not in init: problems.append(f"the wheel's {name}/__init__.py does not set __version__ = \"{v}\"")
     if not any(n.startswith(f"{name}-{v}.dist-info/") and n.endswith("/LICENSE") for n in in_wheel):
         problems.append("the wheel's metadata lacks the license")

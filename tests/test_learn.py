@@ -1,0 +1,122 @@
+"""The learner track's grader is honest (issue 30). Each check builds a workspace the way `tinylit-learn init` does and
+grades it in child processes, as the command line does:
+
+- every task is marked in its chapter's notebook and has a statement, a hint and a check, and its functions exist;
+- with every chapter started (all task bodies blank), every task fails, each saying that it is not written yet;
+- with every task revealed, every task passes, and the learner's package is again exactly the repository's;
+- a planted wrong answer per task (an off-by-one, a missing case: `PLANTED` below) fails that task, naming the case;
+- grading imports the workspace's package, never the repository's: a workspace whose package is broken fails;
+- the commands' interface (`test --json`, `status --json`) and, for chapter 05 only (to keep CI short), the downstream
+  checks: the chapter's notebook top to bottom and a few fuzzer programs, on the learner's package.
+"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tinylit_learn import cli, notebook  # noqa: E402
+from tinylit_learn.tasks import CHAPTERS, tasks  # noqa: E402
+
+ALL = [t.id for ch in CHAPTERS for t in tasks(ch)]
+# task: (function, its reference's text, a wrong version of it, words the failure must contain)
+PLANTED = {
+  "01b.1": ("Div.backward", "-(grad * self.ret) / self.y", "(grad * self.ret) / self.y", "Div.backward, both inputs"),
+  "01b.2": ("Maximum.backward", "tie = self.x.ne(self.y).where(0, grad * 0.5)", "tie = grad.const_like(0)", "at a tie"),
+  "05.1": ("UPat.match", "if self.name in store and store[self.name] is not uop: return []", "pass",
+           "a name used twice"),
+  "05.2": ("graph_rewrite", "else rewrite(rw)", "else rw", "rewritten again"),
+}
+
+
+def make_workspace(path: Path, reveal: bool) -> Path:
+  ws = cli.init(path)
+  for ch in CHAPTERS: cli.start(ws, ch)
+  if reveal:
+    for tid in ALL: cli.reveal(ws, tid)
+    for ch in CHAPTERS: cli.export(ws, ch)
+  return ws
+
+
+@pytest.fixture(scope="module")
+def revealed(tmp_path_factory) -> Path:
+  return make_workspace(tmp_path_factory.mktemp("learn") / "revealed", reveal=True)
+
+
+def test_tasks_are_marked_and_stated():
+  assert len(CHAPTERS) == len(set(CHAPTERS))
+  for ch in CHAPTERS:
+    nb = notebook.read(next((ROOT / "nbs").glob(f"{ch}_*.ipynb")))
+    marked = notebook.find_tasks(nb)
+    stated = [t.id for t in tasks(ch)]
+    assert len(stated) >= 2 and sorted(marked) == sorted(stated), (ch, sorted(marked), stated)
+    for places in marked.values():
+      for cell, targets in places:
+        for target in targets: assert notebook.definition(notebook.source(nb["cells"][cell]), target).startswith("def ")
+    for t in tasks(ch): assert len(t.statement) > 80 and t.hint, t.id
+  assert set(PLANTED) == set(ALL), "every task needs a planted wrong answer"
+
+
+def test_blank_fails_every_task(tmp_path):
+  ws = make_workspace(tmp_path / "blank", reveal=False)
+  results = cli.grade_tasks(ws, ALL)
+  for tid, r in results.items():
+    assert not r["passed"] and r["message"] == f"not written yet: task {tid} raises NotImplementedError", (tid, r)
+
+
+def test_revealed_passes_every_task(revealed):
+  results = cli.grade_tasks(revealed, ALL)
+  assert all(r["passed"] for r in results.values()), {t: r for t, r in results.items() if not r["passed"]}
+  for path in (ROOT / "tinylit").rglob("*.py"):   # revealing gives back the reference, byte for byte
+    assert (revealed / path.relative_to(ROOT)).read_text() == path.read_text(), path
+
+
+def test_planted_wrong_answers_fail_and_name_the_case(tmp_path):
+  ws = make_workspace(tmp_path / "planted", reveal=True)
+  for tid, (target, right, wrong, _) in PLANTED.items():
+    path = cli.chapter_notebook(ws, tid.split(".")[0])
+    nb = notebook.read(path)
+    cell = next(nb["cells"][i] for i, targets in notebook.find_tasks(nb)[tid] if target in targets)
+    src = notebook.source(cell)
+    old = notebook.definition(src, target)
+    assert old.count(right) == 1, (tid, right)
+    notebook.set_source(cell, notebook.replace_definition(src, target, old.replace(right, wrong)))
+    notebook.write(path, nb)
+  for ch in CHAPTERS: cli.export(ws, ch)
+  results = cli.grade_tasks(ws, ALL)
+  for tid, (_, _, _, words) in PLANTED.items():
+    assert not results[tid]["passed"] and words in results[tid]["message"], (tid, results[tid])
+
+
+def test_grading_never_imports_the_repository_package(tmp_path):
+  ws = cli.init(tmp_path / "broken")
+  (ws / "tinylit" / "__init__.py").write_text('raise ImportError("this is the workspace\'s package")\n')
+  results = cli.grade_tasks(ws, ALL[:2])
+  assert all("`import tinylit` fails" in r["message"] and "workspace's package" in r["message"] for r in results.values())
+  # nor does the command line, which reads every statement
+  code = ("import sys, tinylit_learn.cli as c, tinylit_learn.tasks as t; [t.tasks(ch) for ch in t.CHAPTERS]; "
+          "assert 'tinylit' not in sys.modules, sys.modules['tinylit']")
+  subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+
+
+def run(ws: Path, *args: str) -> subprocess.CompletedProcess:
+  "The command line, as `tinylit-learn ARGS` inside the workspace."
+  env = {**os.environ, "PYTHONPATH": str(ROOT)}
+  return subprocess.run([sys.executable, "-m", "tinylit_learn", *args], cwd=ws, env=env, capture_output=True, text=True)
+
+
+def test_commands_and_chapter_05_downstream(revealed):
+  proc = run(revealed, "test", "05", "--json")
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  res = json.loads(proc.stdout)
+  assert set(res["tasks"]) == {t.id for t in tasks("05")} and all(r["passed"] for r in res["tasks"].values())
+  assert res["downstream"]["notebook"]["passed"] and res["downstream"]["fuzz"]["passed"], res["downstream"]
+  status = json.loads(run(revealed, "status", "--json").stdout)
+  assert status["chapters"]["05"] == {"tasks": [t.id for t in tasks("05")], "started": True,
+                                      "passed": [t.id for t in tasks("05")]}
+  assert not any(status["milestones"].values()), "chapters 04, 06b and 09 have no tasks yet: no milestone is reached"
+  again = run(revealed, "start", "05")
+  assert again.returncode == 2 and "started already" in again.stderr
+  assert run(revealed, "reveal", "05.9").returncode == 2
+  assert run(revealed, "test", "01b", "--no-downstream").returncode == 0

@@ -1,0 +1,5 @@
+import sys
+
+from tinylit_learn.cli import main
+
+sys.exit(main())
