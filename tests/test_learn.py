@@ -24,6 +24,12 @@ ALL = [t.id for ch in CHAPTERS for t in tasks(ch)]
 PLANTED = {
   "01b.1": ("Div.backward", "-(grad * self.ret) / self.y", "(grad * self.ret) / self.y", "Div.backward, both inputs"),
   "01b.2": ("Maximum.backward", "tie = self.x.ne(self.y).where(0, grad * 0.5)", "tie = grad.const_like(0)", "at a tie"),
+  "02.1": ("fold_alu", "for a, b in ((x, y), (y, x)):", "for a, b in ((x, y),):", "an identity: 0 + x"),
+  "02.2": ("fold_reduce", "exec_alu(Ops.MUL, dtype, [value, n])", "exec_alu(Ops.MUL, dtype, [value, n - 1])",
+           "sum of 5 copies of 7"),
+  "03a.1": ("View.shrink", "(max(0, mlo - lo), max(0, min(mhi - lo, hi - lo)))", "(mlo, mhi)", "of a padded view"),
+  "03a.2": ("View.pad", "mask = tuple((b, s + b) for", "mask = tuple((b, s + b - 1) for",
+            "pad((1, 2), (0, 1)) of a contiguous"),
   "05.1": ("UPat.match", "if self.name in store and store[self.name] is not uop: return []", "pass",
            "a name used twice"),
   "05.2": ("graph_rewrite", "else rewrite(rw)", "else rw", "rewritten again"),
