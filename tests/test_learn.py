@@ -33,6 +33,12 @@ PLANTED = {
   "05.1": ("UPat.match", "if self.name in store and store[self.name] is not uop: return []", "pass",
            "a name used twice"),
   "05.2": ("graph_rewrite", "else rewrite(rw)", "else rw", "rewritten again"),
+  "07.1": ("_render_const", 'if dt == dtypes.int32 and v == dtypes.min(dt): return f"({v + 1}-1)"', "pass",
+           "the dtypes.int32 constant -2147483648"),
+  "07.2": ("CStyleLanguage.render_int_div", "return zero if d.arg == 0 else (", "return (", "dtypes.int32 7 / 0 (a constant divisor)"),
+  "08.1": ("LRUAllocator.free_cache", "blocks.clear()", "pass", "free_cache gives every cached block back"),
+  "08.2": ("Compiler.compile_cached", "if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64]:",
+           "if data[:32] == key:", "a damaged file"),
 }
 
 
