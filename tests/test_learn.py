@@ -33,6 +33,8 @@ PLANTED = {
   "05.1": ("UPat.match", "if self.name in store and store[self.name] is not uop: return []", "pass",
            "a name used twice"),
   "05.2": ("graph_rewrite", "else rewrite(rw)", "else rw", "rewritten again"),
+  "06.1": ("_thread_dims", "shared = max(n - max_dims + 1, 1)", "shared = max(n - max_dims, 1)", "loops of sizes [2, 3, 4, 5]"),
+  "06.2": ("linearize", "(u.src[:1] if u.op is Ops.DEFINE_ACC else u.src)", "u.src", "the kernels of a.sum()"),
   "07.1": ("_render_const", 'if dt == dtypes.int32 and v == dtypes.min(dt): return f"({v + 1}-1)"', "pass",
            "the dtypes.int32 constant -2147483648"),
   "07.2": ("CStyleLanguage.render_int_div", "return zero if d.arg == 0 else (", "return (", "dtypes.int32 7 / 0 (a constant divisor)"),
@@ -47,7 +49,6 @@ def make_workspace(path: Path, reveal: bool) -> Path:
   for ch in CHAPTERS: cli.start(ws, ch)
   if reveal:
     for tid in ALL: cli.reveal(ws, tid)
-    for ch in CHAPTERS: cli.export(ws, ch)
   return ws
 
 

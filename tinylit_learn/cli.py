@@ -126,7 +126,8 @@ def reveal(ws: Path, task_id: str) -> str:
     notebook.set_source(cell, src)
     written += targets
   notebook.write(path, nb)
-  return f"wrote the reference of task {task_id} ({', '.join(written)}) into nbs/{path.name}; `tinylit-learn test {chapter}` exports it"
+  export(ws, chapter)   # the package follows the notebook at once: other chapters' tests run this code too
+  return f"wrote the reference of task {task_id} ({', '.join(written)}) into nbs/{path.name} and exported it"
 
 
 # ---- grading
