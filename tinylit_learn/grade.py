@@ -65,6 +65,9 @@ def run_notebook(workspace: Path, path: Path) -> None:
   # what nbval skips (conftest.py): nbdev_export() calls, `#| eval: false`, `#| notest`
   skip = re.compile(r"^#\|\s*(eval:\s*false|notest)\b", re.M | re.I)
   nb.cells = [c for c in nb.cells if c.cell_type != "code" or not (skip.search(c.source) or "nbdev_export(" in c.source)]
+  # first, that the kernel imports the workspace's package (it inherits this process's PYTHONPATH)
+  nb.cells.insert(0, nbformat.v4.new_code_cell(f"import tinylit\nassert tinylit.__file__.startswith({str(workspace)!r}), "
+                                               f"f'the kernel imports {{tinylit.__file__}}, not the workspace\\'s package'"))
   client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
   try:
     client.execute()
