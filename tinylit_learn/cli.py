@@ -77,12 +77,8 @@ def init(target: Path) -> Path:
 def export(ws: Path, chapter: str) -> None:
   "nbdev's export of the learner's notebook into the workspace's package: that chapter's module only."
   from nbdev.export import nb_export
-  cwd = Path.cwd()
-  try:
-    os.chdir(ws)   # nbdev writes the notebook's path relative to the package, as the repository's modules have it
-    nb_export(Path("nbs") / chapter_notebook(ws, chapter).name, "tinylit")
-  finally:
-    os.chdir(cwd)
+  # nbdev writes the notebook's path relative to the package (`../nbs/05_pattern.ipynb`), as in the repository
+  nb_export(chapter_notebook(ws, chapter), ws / "tinylit")
 
 
 def start(ws: Path, chapter: str) -> list[str]:
