@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 # the chapters with tasks, in course order (04, 06b and 09 get theirs once their rework lands)
-CHAPTERS = ["01b", "02", "03a", "05", "05a", "06", "07", "08"]
+CHAPTERS = ["01b", "02", "03", "03a", "05", "05a", "06", "07", "08"]
 # chapters whose downstream check also runs the differential fuzzer (tests/fuzz.py) on a few programs
-COMPILER_CHAPTERS = {"02", "03a", "05", "05a", "06", "07", "08"}
+COMPILER_CHAPTERS = {"02", "03", "03a", "05", "05a", "06", "07", "08"}
 
 
 @dataclass(frozen=True)
