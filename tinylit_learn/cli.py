@@ -136,19 +136,26 @@ def child_env(ws: Path) -> dict:
 
 
 def grade_tasks(ws: Path, ids: list[str]) -> dict[str, dict]:
-  "Run the checks in child processes; one whose process dies fails alone, and a new process runs the rest."
+  """Run the checks in child processes; one whose process dies or hangs fails alone, and a new process runs the rest.
+  (The child stops a check that runs past TASK_SECONDS itself; the limit here catches a hang inside compiled code.)"""
+  from tinylit_learn.grade import TASK_SECONDS
   results: dict[str, dict] = {}
   while pending := [t for t in ids if t not in results]:
-    proc = subprocess.run([sys.executable, "-m", "tinylit_learn.grade", str(ws), *pending], cwd=ws, env=child_env(ws),
-                          capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
+    try:
+      proc = subprocess.run([sys.executable, "-m", "tinylit_learn.grade", str(ws), *pending], cwd=ws, env=child_env(ws),
+                            capture_output=True, text=True, timeout=TASK_SECONDS * len(pending) + 60)
+      out, err, died = proc.stdout, proc.stderr, proc.returncode != 0
+      why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+    except subprocess.TimeoutExpired as e:
+      out, err, died, why = e.stdout or "", "", True, "it hung"
+      out = out.decode() if isinstance(out, bytes) else out
+    for line in out.splitlines():
       if line.startswith('{"task"'):
         r = json.loads(line)
         results[r["task"]] = {"passed": r["passed"], "message": r["message"]}
-    if proc.returncode != 0 and (left := [t for t in ids if t not in results]):
-      why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-      tail = proc.stderr.strip().splitlines()[-1:] or [""]
-      results[left[0]] = {"passed": False, "message": f"the grading process died ({why}) {tail[0]}".strip()}
+    if died and (left := [t for t in ids if t not in results]):
+      tail = (err.strip().splitlines() or [""])[-1]
+      results[left[0]] = {"passed": False, "message": f"the grading process died ({why}) {tail}".strip()}
   return {t: results[t] for t in ids}
 
 

@@ -5,8 +5,10 @@ process (a segfault in a kernel) costs only the task that ran it: the command li
 `python -m tinylit_learn.grade WORKSPACE --notebook PATH` runs a learner notebook top to bottom instead."""
 from __future__ import annotations
 
-import json, re, sys, traceback
+import json, re, signal, sys, traceback
 from pathlib import Path
+
+TASK_SECONDS = 120   # a check that runs longer is stopped (an endless loop in the learner's code, most likely)
 
 
 def import_learner_package(workspace: Path):
@@ -20,6 +22,8 @@ def import_learner_package(workspace: Path):
 
 def where_it_broke(e: BaseException, workspace: Path) -> str:
   "The innermost line of the learner's package in the traceback, as `tinylit/pattern.py line 40`."
+  if isinstance(e, SyntaxError) and e.filename and Path(e.filename).is_relative_to(workspace):
+    return f" (at {Path(e.filename).relative_to(workspace)} line {e.lineno})"
   for frame in reversed(traceback.extract_tb(e.__traceback__)):
     path = Path(frame.filename)
     if path.is_relative_to(workspace / "tinylit"): return f" (at {path.relative_to(workspace)} line {frame.lineno})"
@@ -28,6 +32,9 @@ def where_it_broke(e: BaseException, workspace: Path) -> str:
 
 def verdict(task, workspace: Path) -> tuple[bool, str]:
   from tinylit_learn.tasks import Fail
+  def too_long(*_): raise TimeoutError(f"the check ran for more than {TASK_SECONDS} s: an endless loop?")
+  signal.signal(signal.SIGALRM, too_long)
+  signal.alarm(TASK_SECONDS)
   try:
     task.check()
   except NotImplementedError as e:
@@ -39,6 +46,8 @@ def verdict(task, workspace: Path) -> tuple[bool, str]:
     return False, str(e) + where_it_broke(e.__cause__ or e, workspace)
   except Exception as e:
     return False, f"raised {type(e).__name__}: {e}{where_it_broke(e, workspace)}"
+  finally:
+    signal.alarm(0)
   return True, "passed"
 
 
