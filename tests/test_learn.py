@@ -6,6 +6,7 @@ grades it in child processes, as the command line does:
 - with every task revealed, every task passes, and the learner's package is again exactly the repository's;
 - a planted wrong answer per task (an off-by-one, a missing case: `PLANTED` below) fails that task, naming the case;
 - grading imports the workspace's package, never the repository's: a workspace whose package is broken fails;
+- a syntax error names its line, and an endless loop fails its own task after a time limit;
 - the commands' interface (`test --json`, `status --json`) and, for chapter 05 only (to keep CI short), the downstream
   checks: the chapter's notebook top to bottom and a few fuzzer programs, on the learner's package.
 """
@@ -121,6 +122,28 @@ def test_grading_never_imports_the_repository_package(tmp_path):
   code = ("import sys, tinylit_learn.cli as c, tinylit_learn.tasks as t; [t.tasks(ch) for ch in t.CHAPTERS]; "
           "assert 'tinylit' not in sys.modules, sys.modules['tinylit']")
   subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+
+
+def test_broken_code_fails_with_a_useful_message(tmp_path, monkeypatch):
+  "A syntax error names its file and line; an endless loop fails its task alone, after the time limit."
+  ws = cli.init(tmp_path / "broken")
+  cli.start(ws, "05")
+  path = cli.chapter_notebook(ws, "05")
+  nb = notebook.read(path)
+  cell_index = notebook.find_tasks(nb)["05.2"][0][0]
+  blank = notebook.blank(notebook.source(nb["cells"][cell_index]), "graph_rewrite", "unused", [])
+  def write_graph_rewrite(body: str):
+    notebook.set_source(nb["cells"][cell_index], blank.replace("raise NotImplementedError('unused')", body))
+    notebook.write(path, nb)
+    cli.export(ws, "05")
+  write_graph_rewrite("return (")
+  for r in cli.grade_tasks(ws, ["05.1", "05.2"]).values():
+    assert "`import tinylit` fails: SyntaxError" in r["message"] and "(at tinylit/pattern.py line" in r["message"], r
+  monkeypatch.setenv("TINYLIT_LEARN_TASK_SECONDS", "2")
+  write_graph_rewrite("while True: pass")
+  results = cli.grade_tasks(ws, ["05.1", "05.2"])
+  assert results["05.1"]["message"] == "not written yet: task 05.1 raises NotImplementedError"
+  assert "an endless loop?" in results["05.2"]["message"], results["05.2"]
 
 
 def run(ws: Path, *args: str) -> subprocess.CompletedProcess:

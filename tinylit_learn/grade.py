@@ -5,10 +5,11 @@ process (a segfault in a kernel) costs only the task that ran it: the command li
 `python -m tinylit_learn.grade WORKSPACE --notebook PATH` runs a learner notebook top to bottom instead."""
 from __future__ import annotations
 
-import json, re, signal, sys, traceback
+import json, os, re, signal, sys, traceback
 from pathlib import Path
 
-TASK_SECONDS = 120   # a check that runs longer is stopped (an endless loop in the learner's code, most likely)
+# a check that runs longer is stopped (an endless loop in the learner's code, most likely)
+TASK_SECONDS = int(os.getenv("TINYLIT_LEARN_TASK_SECONDS", "120"))
 
 
 def import_learner_package(workspace: Path):
