@@ -2,7 +2,16 @@
 
 A chapter module lists its tasks as `TASKS`; a task's `check` runs in the grading process (`tinylit_learn.grade`),
 imports `tinylit` itself (the learner's package) and raises `Fail` with the first case that went wrong. The modules
-import nothing of tinylit at the top, so the command line can read statements without loading any compiler."""
+import nothing of tinylit at the top, so the command line can read statements without loading any compiler.
+
+Adding a chapter's tasks (chapters 04, 06b and 09 next):
+1. in its notebook, mark each task's exported cell(s) with `#| task CH.N name [Class.method ...]` after `#| export`
+   (nbdev drops the line from the module: `nbdev_export` must leave tinylit/ unchanged);
+2. write `chCH.py` here: a check per task that calls the task's own functions first (a blank body then fails with
+   its own message), on inputs built without other tasks where it can, then the real pipeline; `TASKS` at the end;
+3. add CH to CHAPTERS below (and to COMPILER_CHAPTERS if the fuzzer exercises it);
+4. give each task a planted wrong answer in tests/test_learn.py's PLANTED;
+5. point the chapter's `## Exercises` cell to its tasks, and update the list in nbs/index.ipynb (then `make readme`)."""
 from __future__ import annotations
 
 import importlib
