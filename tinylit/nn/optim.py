@@ -5,7 +5,9 @@
 # %% ../../nbs/10a_optim.ipynb #26659576
 from __future__ import annotations
 from ..dtype import dtypes, least_upper_dtype
+from ..jit import JitError
 from ..mixin import ArgumentError
+from ..realize import capturing
 from ..tensor import Tensor
 
 # %% auto #0
@@ -20,7 +22,24 @@ class Optimizer:
     self.params = list({id(p): p for p in params if p.requires_grad}.values())   # each parameter once
     if not self.params: raise ArgumentError("optimizer got no parameters that require grad")
     self.buffers: list[Tensor] = []
-    self.lr = lr
+    # in memory, as tinygrad's: a captured step reads it on every replay, so a schedule can change it (a Python number
+    # would be a constant inside the kernels); float32 at least, as the updates are computed
+    self.lr = Tensor([lr], dtype=least_upper_dtype(dtypes.default_float, dtypes.float32), device=self.params[0].device,
+                     requires_grad=False)
+    self.captured = False
+  def __setattr__(self, name: str, value) -> None:
+    if name == "lr" and "lr" in self.__dict__:
+      # `opt.lr = 0.01`, `opt.lr *= 0.5`: written into the tensor the kernels read, so a captured step uses it too
+      lr = self.__dict__["lr"]
+      if value is not lr:
+        lr.assign((value if isinstance(value, Tensor) else Tensor(value, device=lr.device)).cast(lr.dtype).reshape(lr.shape))
+      return
+    if self.__dict__.get("captured") and name in self.__dict__:
+      raise JitError(f"{type(self).__name__}.{name}: this optimizer's step was captured by TinyJit, and its replays keep the "
+                     f"old {name}, a constant in their kernels; only the learning rate is read from memory (opt.lr.assign("
+                     f"Tensor([x])), or opt.lr = x). Set {name} before the capture (the jit's second call), or make a new "
+                     "optimizer and TinyJit")
+    super().__setattr__(name, value)
   def zero_grad(self) -> None:
     for p in self.params: p.grad = None
   def step(self) -> None:
@@ -43,8 +62,15 @@ class Optimizer:
       if id(p.grad.lazydata.base.buffer) in owned: p.grad = p.grad.clone()
     grads = [p.grad for p in self.params]
     grads[0].realize(*grads[1:])
+    if capturing: self._capture()
     return self._step()
   def _step(self) -> list[Tensor]: raise NotImplementedError
+  def _capture(self) -> None:
+    "TinyJit records this step: from now on its Python-number settings are constants in the kernels it replays."
+    self.captured = True
+  def _lr(self, p: Tensor) -> Tensor:
+    "The learning rate as a scalar on p's device, so that it broadcasts to any parameter's shape (a 0-d one too)."
+    return self.lr.to(p.device).reshape(())
   @staticmethod
   def _wide(t: Tensor) -> Tensor:
     "t in at least float32: the dtype the update is computed in."
@@ -67,18 +93,18 @@ class LARS(Optimizer):
   def _step(self) -> list[Tensor]:
     out = []
     for i, p in enumerate(self.params):
-      w, g = self._wide(p.detach()), self._wide(p.grad)
+      w, g, lr = self._wide(p.detach()), self._wide(p.grad), self._lr(p)
       if self.tcoef:
         w_norm, g_norm = w.square().sum().sqrt(), g.square().sum().sqrt()
         ratio = (w_norm > 0).where((g_norm > 0).where(self.tcoef * w_norm / (g_norm + self.wd * w_norm), 1.0), 1.0)
       else: ratio = 1.0
       if self.wd: g = g + self.wd * w
-      if self.classic: g = g * ratio * self.lr            # classic momentum: the velocity holds lr-scaled steps
+      if self.classic: g = g * ratio * lr            # classic momentum: the velocity holds lr-scaled steps
       if self.momentum:
         self.b[i].assign(self.momentum * self.b[i] + g)
         g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
         out.append(self.b[i])
-      if not self.classic: g = g * ratio * self.lr        # popular momentum (torch's): lr after the velocity
+      if not self.classic: g = g * ratio * lr        # popular momentum (torch's): lr after the velocity
       out.append(self._write(p, w - g))
     return out
 
@@ -112,7 +138,7 @@ class LAMB(Optimizer):
       else:
         w_norm, s_norm = w.square().sum().sqrt(), step.square().sum().sqrt()
         ratio = (w_norm > 0).where((s_norm > 0).where(w_norm / s_norm, 1.0), 1.0)
-      out.extend([self.m[i], self.v[i], self._write(p, w - self.lr * ratio * step)])
+      out.extend([self.m[i], self.v[i], self._write(p, w - self._lr(p) * ratio * step)])
     return out
 
 def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:
@@ -133,6 +159,14 @@ class OptimizerGroup(Optimizer):
     self.params = [p for o in optimizers for p in o.params]
     self.buffers = [b for o in optimizers for b in o.buffers]
   def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def __setattr__(self, name: str, value) -> None:
+    if name == "lr":   # it would be a new attribute that no step reads
+      raise ArgumentError("OptimizerGroup has no learning rate of its own (as in tinygrad): set each member's, "
+                          "group[i].lr = x or group[i].lr.assign(Tensor([x]))")
+    super().__setattr__(name, value)
+  def _capture(self) -> None:
+    for o in self.optimizers: o._capture()
+    super()._capture()
   def zero_grad(self) -> None:
     for o in self.optimizers: o.zero_grad()
   def _step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o._step()]
