@@ -37,6 +37,9 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with $(SANITIZE)
 # device picks its width from the CPU (chapter 8a: 8 without AVX-512), which would change the printed kernels on a CI
 # runner without it: `test` and `nbs` pin the width (still correct anywhere; only slower where registers are narrower).
 test nbs: export CPU_VECTOR_WIDTH ?= 16
+# Likewise the L2 cache the rules fit blocks of a matmul into (chapter 6bb): the stored plans are those of a 1 MiB L2,
+# and a CPU with less (sysfs says 512 KiB on some runners) would block the 512x512 matmul the chapters walk through.
+test nbs: export CPU_L2_SIZE ?= 1048576
 
 .PHONY: help setup course course-run learn test check-export docs nbs readme dist lint bench lock clean distclean
 

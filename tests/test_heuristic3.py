@@ -1,4 +1,4 @@
-"""Regression tests for issue 17's last slow kernels of a GPT step (chapter 6b's `_reduce_plan`, `_reread_block`).
+"""Regression tests for issue 17's last slow kernels of a GPT step (chapter 6b's `_reduce_plan`, chapter 6bb's `_reread_block`).
 
 - A weight's gradient with many inputs fused into its reduce loop (a layer norm's backward: ten inputs, a dozen ALU
   ops that move along the vector's axis but not along the tile's) took 8 rows x 2 vectors: it takes 16 rows of one

@@ -160,7 +160,7 @@ def test_reduce_read_by_two_kernels_is_computed_once(device):
 
 
 def test_weight_gradient_with_a_big_g_takes_blocks():
-  "X.T @ G with G (2048, 512), 4 MB: more than the L2, so the reduce goes in blocks (chapter 6b's `_block_size`)."
+  "X.T @ G with G (2048, 512), 4 MB: more than the L2, so the reduce goes in blocks (chapter 6bb's `_block_size`)."
   from test_heuristic2 import planned
   renderer = Device["CPU"].renderer
   if not renderer.l2_size or renderer.l2_size >= 4 << 20: pytest.skip("needs a known L2 smaller than 4 MB")

@@ -60,6 +60,14 @@ def test_cpu_vector_width_env_forces_it():
   assert bad.returncode != 0 and "CPU_VECTOR_WIDTH=12" in bad.stderr
 
 
+def test_cpu_l2_size_env_pins_the_l2():
+  "CPU_L2_SIZE sets the L2 the rules fit blocks into, as CPU_VECTOR_WIDTH sets the width (make test pins 1 MiB)."
+  code = "from tinylit.device import Device; print(Device['CPU'].renderer.l2_size)"
+  for value in ("1048576", "524288"):
+    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CPU_L2_SIZE": value}, capture_output=True, text=True)
+    assert run.stdout.split() == [value], run.stderr
+
+
 def _data(rng, shape):
   return rng.standard_normal(shape).astype(np.float32)
 
