@@ -62,6 +62,8 @@ def shown_cells(nb):
 
 def output_lines(output):
     "The text lines of one output as the page shows them (last state of `\\r` progress lines)."
+    if "text/markdown" in output.get("data", {}):
+        return []  # shown rendered, as prose: its text/plain (`<...Markdown object>`) is not on the page
     text = output.get("text") or output.get("data", {}).get("text/plain", "")
     text = ANSI.sub("", text if isinstance(text, str) else "".join(text))
     return [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
