@@ -46,6 +46,9 @@ PLANTED = {
            "the dtypes.int32 constant -2147483648"),
   "07.2": ("CStyleLanguage.render_int_div", "return zero if d.arg == 0 else (", "return (", "dtypes.int32 7 / 0 (a constant divisor)"),
   "08.1": ("LRUAllocator.free_cache", "blocks.clear()", "pass", "free_cache gives every cached block back"),
+  "09.1": ("_returned_tensors", "if id(ret) in seen: return []", "if False: return []", "the same tensor returned twice"),
+  "09.2": ("_map_tensors", "if id(ret) not in done: done[id(ret)] = fn(ret)", "done[id(ret)] = fn(ret)",
+           "the same tensor returned twice"),
   "08.2": ("Compiler.compile_cached", "if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64]:",
            "if data[:32] == key:", "a damaged file"),
 }
