@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 # the chapters with tasks, in course order (04 and 06b get theirs once their rework lands)
-CHAPTERS = ["01b", "02", "03", "03a", "04a", "05", "05a", "06", "07", "08", "09"]
+CHAPTERS = ["01b", "02", "03", "03a", "04a", "05", "05a", "06", "07", "08", "08d", "09"]
 # chapters whose downstream check also runs the differential fuzzer (tests/fuzz.py) on a few programs
-COMPILER_CHAPTERS = {"02", "03", "03a", "04a", "05", "05a", "06", "07", "08"}
+COMPILER_CHAPTERS = {"02", "03", "03a", "04a", "05", "05a", "06", "07", "08", "08d"}
 
 
 @dataclass(frozen=True)
