@@ -105,39 +105,45 @@ class KernelBuilder:
     if base not in self.inputs: self.inputs.append(base)
     return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + len(self.outs))
 
+  def stored(self, base: LazyBuffer, st: ShapeTracker) -> bool:
+    """Does this kernel load `base`, read through `st`, from a buffer of its own, rather than compute it? Chapter 4's
+    rules, in its order; what none of them stores is fused (rules 1 and 2)."""
+    if base in self.outs: return False
+    if self.scheduler.must_realize(base):   # rule 4: a buffer already, contiguous(), a copy, a write; rule 3's stored
+      # rule 6: a write reads its own target only at the element it writes; elsewhere element i would read an
+      # element another iteration may have overwritten
+      n = self.out_buffers.get(id(base.buffer))
+      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]): raise _OverlappingAssign()
+      return True
+    if base.op is Ops.CONST: return False
+    if base.op is Ops.REDUCE_AXIS:
+      # rules 3 and 4: a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order,
+      # all of it: a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would
+      # then store the whole reduce into the smaller output
+      return self.reduce not in (None, base) or not st.contiguous or st.size != base.size
+    # rule 4: read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for
+    # every column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
+    # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
+    return resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads)
+
   def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     base = lb.base
     st = lb.st + st if lb is not base else st
-    if base not in self.outs and self.scheduler.must_realize(base):
-      n = self.out_buffers.get(id(base.buffer))
-      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]):
-        raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
+    if self.stored(base, st):
       self.scheduler.schedule_base(base)
       return self.load(base, st)
     self.inlined.add(base)
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
-      if base not in self.outs:
-        # a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order, all of it:
-        # a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would then
-        # store the whole reduce into the smaller output
-        if self.reduce not in (None, base) or not st.contiguous or st.size != base.size:
-          self.scheduler.schedule_base(base)
-          return self.load(base, st)
-        if st.shape != base.shape: raise _ReshapeKernel(base.shape)
+      # rule 3: the kernel runs in the reduce's shape, which the reduce's reader may have reshaped
+      if base not in self.outs and st.shape != base.shape: raise _ReshapeKernel(base.shape)
       self.reduce, self.reducing = base, base.arg[1]
       src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
       self.reducing = None
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base not in self.outs and resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads):
-      # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
-      # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
-      # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
-      self.scheduler.schedule_base(base)
-      return self.load(base, st)
-    # elementwise: the sources are read through the same view
+    # rules 1 and 2, elementwise: the sources are read through the same view
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
     # a padded view of an expression reads 0 in its border, but the expression is computed there from sources that
