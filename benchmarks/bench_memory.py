@@ -29,18 +29,18 @@ from bench import mlp_train_step  # benchmarks/ is on the path: this script's ow
 
 # every schedule a step makes: (bytes of its intermediates, bytes they take with the planner)
 schedules: list[tuple[int, int]] = []
-_create_schedule = tinylit.tensor.create_schedule
+_create_schedule_with_bases = tinylit.tensor.create_schedule_with_bases
 
 def recording_create_schedule(outs):
-  "Tensor.realize's create_schedule, also noting what the schedule's intermediates need."
-  schedule = _create_schedule(outs)
+  "Tensor.realize's create_schedule_with_bases, also noting what the schedule's intermediates need."
+  schedule, computes = _create_schedule_with_bases(outs)
   if NO_MEMORY_PLANNER:
-    temps = sum(b.nbytes for b in intermediates(schedule, outs))
+    temps = sum(b.nbytes for b in intermediates(computes, outs))
     schedules.append((temps, temps))
   else: schedules.append(planned_memory([si.bufs for si in schedule]))
-  return schedule
+  return schedule, computes
 
-tinylit.tensor.create_schedule = recording_create_schedule
+tinylit.tensor.create_schedule_with_bases = recording_create_schedule
 
 
 def mlp_step(device: str):

@@ -14,7 +14,7 @@ from tinylit.helpers import Context
 from tinylit.lazy import lazycache
 from tinylit.ops import Ops
 from tinylit.realize import run_schedule
-from tinylit.schedule import ScheduleItem, create_schedule, held_bases, intermediates, items_ran
+from tinylit.schedule import ScheduleItem, create_schedule_with_bases, held_bases, intermediates, items_ran
 
 
 def realized(dev: str, x) -> Tensor:
@@ -37,11 +37,13 @@ def test_looking_is_free_and_running_realizes(dev):
   x = realized(dev, np.arange(6))
   t = x * 3 + 1
   base = t.lazydata.base
-  sched = t.schedule()
+  sched, computes = create_schedule_with_bases([t.lazydata])
   assert base.realized is None and base.op is Ops.ADD and base.srcs   # looking changed nothing
   key = base.cache_key
   assert lazycache.get(key) is base
   run_schedule(sched)
+  assert base.realized is None and base.srcs     # the runtime knows nothing of the lazy graph ...
+  items_ran(sched, computes, complete=True)      # ... Tensor.realize tells it what ran
   assert base.realized is base.buffer and base.op is Ops.BUFFER and base.srcs == ()
   assert lazycache.get(key) is None              # become_buffer left the dedup cache
   assert t.lazydata.base is base
@@ -58,14 +60,14 @@ def test_items_ran_partly_keeps_shared_bases_unrealized(dev):
     t = (t * 2 + 1).contiguous()
     mids.append(t.lazydata.base)
   del mids[-1]
-  sched = create_schedule([t.lazydata])
+  sched, computes = create_schedule_with_bases([t.lazydata])
   planned = [si for si in sched if si.bufs[0]._base is not None]
   assert planned, "nothing was planned: the test would prove nothing"
   for si in sched: lower_and_run(si)
-  items_ran(sched, complete=False)
+  items_ran(sched, computes, complete=False)
   assert all(b.realized is None for b in mids if b.buffer not in {si.bufs[0] for si in sched})
   assert t.lazydata.base.realized is not None     # the output wrote its own buffer: it is realized
-  items_ran(sched, complete=True)
+  items_ran(sched, computes, complete=True)
   assert all(b.realized is not None for b in mids)
   np.testing.assert_array_equal(t.numpy(), np.full(64, 31.0))
 
@@ -99,10 +101,10 @@ def test_held_and_intermediate_bases(dev):
   later = (x + 5).contiguous()
   pending = later - 1                             # a lazy graph outside the schedule reads it
   total = ((kept + 1).contiguous() * later * (x - 1).contiguous()).sum()
-  with Context(NO_MEMORY_PLANNER=1): sched = total.schedule()
-  held = held_bases(sched, [total.lazydata])
+  with Context(NO_MEMORY_PLANNER=1): sched, computes = create_schedule_with_bases([total.lazydata])
+  held = held_bases(computes, [total.lazydata])
   assert kept.lazydata.base in held and later.lazydata.base in held and total.lazydata.base in held
-  temps = intermediates(sched, [total.lazydata])
+  temps = intermediates(computes, [total.lazydata])
   assert len(temps) == 2 and kept.lazydata.base.buffer not in temps and later.lazydata.base.buffer not in temps
   run_schedule(sched)
   xs = np.arange(8, dtype=np.float32)

@@ -11,10 +11,10 @@ from devices import DEVICES
 from tinylit import Tensor, TinyJit, nn
 from tinylit.device import GlobalCounters
 from tinylit.helpers import Context
-from tinylit.ops import Ops, UOp
 from tinylit.realize import run_schedule
+import tinylit.realize as realize
 from tinylit.memory import elementwise_inputs, internal_memory_planner, planned_memory
-from tinylit.schedule import ScheduleItem, create_schedule
+from tinylit.schedule import create_schedule
 
 def fresh(device: str, *shape: int) -> Tensor:
   """A new realized input, the same numbers on every call with that shape: the lazy graph dedups, so every run of
@@ -145,8 +145,8 @@ def test_planned_buffers_belong_to_nothing_alive(dev):
   assert len(shared) >= 5
   out_buffers = {o.lazydata.base.buffer for o in outs}
   assert not any(b in out_buffers for b in planned(sched))   # outputs keep buffers of their own
-  run_schedule(sched)
   del sched
+  outs[0].realize(*outs[1:])   # the same schedule again, run, and its bases marked realized: their graph goes
   assert [r() for r in shared] == [None] * len(shared)
 
 
@@ -273,16 +273,23 @@ def test_planner_over_jit_captured_kernels(dev):
 
 
 @pytest.mark.parametrize("dev", DEVICES)
-def test_a_schedule_cut_short_leaves_no_stale_intermediate(dev):
-  """As if a kernel failed halfway: the intermediates that ran had their memory shared, so they must stay unrealized
-  (computed again next time), not become buffers whose block a later kernel has already overwritten."""
+def test_a_schedule_cut_short_leaves_no_stale_intermediate(dev, monkeypatch):
+  """A kernel fails halfway through `realize`: the items before it ran (run_schedule took them off its list, and
+  realize marks what they computed), but the intermediates they wrote had their memory shared, so they must stay
+  unrealized (computed again next time), not become buffers whose block a later kernel has already overwritten."""
   x = fresh(dev, 64)
   t = chain_of(x, 6)
-  sched = t.schedule()
-  assert planned(sched)
-  failing = ScheduleItem(UOp(Ops.BARRIER), ())             # lower_schedule_item has no runner for it
-  with pytest.raises(RuntimeError, match="don't know how to run"): run_schedule(sched[:4] + [failing])
-  del sched
+  assert planned(t.schedule())
+  lower, lowered = realize.lower_schedule_item, []
+  def fail(*args, **kwargs): raise RuntimeError("the fifth kernel failed")
+  def fifth_fails(si):
+    lowered.append(ei := lower(si))
+    if len(lowered) == 5: ei.run = fail
+    return ei
+  monkeypatch.setattr(realize, "lower_schedule_item", fifth_fails)
+  with pytest.raises(RuntimeError, match="fifth kernel failed"): t.realize()
+  monkeypatch.undo()
+  assert t.lazydata.base.realized is None
   np.testing.assert_allclose(t.numpy(), reference_chain(x.numpy(), 6), rtol=1e-6)
 
 

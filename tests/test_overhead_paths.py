@@ -13,7 +13,7 @@ from tinylit.device import Buffer, Device, GlobalCounters, launch
 from tinylit.dtype import dtypes
 from tinylit.lazy import lazycache
 from tinylit.realize import get_runner, lower_schedule_item
-from tinylit.schedule import _computes, create_schedule
+from tinylit.schedule import create_schedule, create_schedule_with_bases
 from devices import DEVICES
 
 
@@ -73,16 +73,15 @@ def test_launch_without_variable_value_names_it(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_schedule_item_records_its_base(device):
-  "A looked-at schedule names the base each item computes; the record lives and goes with the item."
+def test_schedule_names_the_bases_its_items_compute(device):
+  "create_schedule_with_bases returns, with the items, the base each computes; looking is free, realize marks it."
   a = Tensor.ones(4, device=device).contiguous().realize()
   out = (a * 3).contiguous()
-  (si,) = out.schedule()
-  assert _computes[si] is out.lazydata.base and _computes.get(si) is out.lazydata.base
+  (si,), (bases,) = create_schedule_with_bases([out.lazydata])
+  assert bases == (out.lazydata.base,) and si.bufs[0] is out.lazydata.base.buffer
   assert out.lazydata.base.realized is None   # looking is free
-  del si
-  gc.collect()
   out.realize()
+  assert out.lazydata.base.realized is not None
   np.testing.assert_equal(out.numpy(), np.full(4, 3, np.float32))
 
 

@@ -51,6 +51,21 @@ def test_linear_packs_its_weight(device):
   np.testing.assert_allclose((x @ w.T).numpy(), x_np @ w_np.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_product_of_a_stored_input_packs_once(device):
+  """`x.exp() @ w.T`: the exp is stored (rule 4, read across a broadcast) and `w` packed once. (Loading the exp used to
+  make the builder build the product twice, and the first build's copy of `w` ran for nothing.) No kernel writes a
+  buffer that nothing reads but the output."""
+  x_np, w_np = rand(2048, 128), rand(384, 128, seed=1)
+  x, w = Tensor(x_np, device=device).realize(), Tensor(w_np, device=device).realize()
+  t = x.exp() @ w.T
+  schedule = t.schedule()
+  assert len(schedule) == (3 if packs(device) else 2)
+  read = {b for si in schedule for b in si.inputs}
+  assert all(b in read for si in schedule[:-1] for b in si.outputs)
+  np.testing.assert_allclose(t.numpy(), np.exp(x_np) @ w_np.T, rtol=1e-4, atol=1e-3)
+
+
 def test_pack_turns_off():
   x, w = Tensor(rand(2048, 128)).realize(), Tensor(rand(384, 128, seed=1)).realize()
   with Context(PACK=0): assert len((x @ w.T).schedule()) == 1

@@ -17,13 +17,17 @@ from .realize import ExecItem, capturing
 from .memory import internal_memory_planner
 
 # %% auto #0
-__all__ = ['JitError', 'TinyJit']
+__all__ = ['JitError', 'is_capturing', 'TinyJit']
 
 # %% ../nbs/09_jit.ipynb #0085ed7d
 class JitError(AssertionError, RuntimeError):
   """A jitted function was called in a way its recording can't serve (other shapes, repeated inputs, a jit inside a
   jit), or its recording holds nothing. An AssertionError, as tinygrad v0.10's JIT raises most of these with
   `assert`, and a RuntimeError, which it raises for a jit inside a jit: code written to catch those catches this."""
+
+def is_capturing() -> bool:
+  "Is a TinyJit recording now? Tensor code asks this; only the JIT and `run_schedule` touch the `capturing` list."
+  return bool(capturing)
 
 # %% ../nbs/09_jit.ipynb #6fe4f07c
 class TinyJit:

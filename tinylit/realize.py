@@ -14,7 +14,7 @@ from .kernel import Kernel, Opt
 from .heuristic import hand_coded_optimizations
 from .search import beam_search
 from .renderer import ProgramSpec
-from .schedule import ScheduleItem, items_ran
+from .schedule import ScheduleItem
 
 # %% auto #0
 __all__ = ['method_cache', 'capturing', 'Runner', 'get_program', 'CompiledRunner', 'BufferCopy', 'EmptyOp', 'get_runner',
@@ -169,18 +169,15 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
 capturing: list = []  # TinyJit puts a list here while it records
 
 # %% ../nbs/08b_realize.ipynb #a72aac02
-def run_schedule(schedule: list[ScheduleItem]) -> None:
-  """Run every item in order; while a TinyJit is capturing, also record each ExecItem. Then tell the lazy graph which
-  items ran (`items_ran`): if one fails, the ones before it still did."""
+def run_schedule(schedule: list[ScheduleItem], ran: list[ScheduleItem] | None = None) -> None:
+  """Run every item in order; while a TinyJit is capturing, also record each ExecItem. `ran`, if given, receives each
+  item once it ran: if one fails, the caller knows which did (`Tensor.realize` marks what they computed)."""
   # every item lowered before the first runs, so the new kernels compile at once, one compiler per core (chapter 8's
   # compile_async); at DEBUG>=3 one at a time, so each kernel's listing stays next to its run
   lowered = [lower_schedule_item(si) for si in schedule] if DEBUG.value < 3 else [None] * len(schedule)
-  ran = 0
-  try:
-    for si, ei in zip(schedule, lowered):
-      ei = ei or lower_schedule_item(si)
-      ei.run()
-      ran += 1
-      # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
-      if capturing and CAPTURING and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)
-  finally: items_ran(schedule[:ran], complete=ran == len(schedule))
+  for si, ei in zip(schedule, lowered):
+    ei = ei or lower_schedule_item(si)
+    ei.run()
+    if ran is not None: ran.append(si)
+    # CAPTURING=0 (tinygrad's switch) keeps a kernel out of the recording: it runs now and is not replayed
+    if capturing and CAPTURING and not isinstance(ei.prg, EmptyOp): capturing[0].append(ei)

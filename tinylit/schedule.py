@@ -4,7 +4,6 @@
 
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from .dtype import dtypes
@@ -17,8 +16,8 @@ from .device import Buffer, Device
 from .memory import memory_plan, planned_memory
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'computed_bases', 'items_ran', 'create_schedule',
-           'held_bases', 'intermediates']
+__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'items_ran', 'create_schedule_with_bases',
+           'create_schedule', 'held_bases', 'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True, eq=False)
@@ -106,39 +105,45 @@ class KernelBuilder:
     if base not in self.inputs: self.inputs.append(base)
     return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + len(self.outs))
 
+  def stored(self, base: LazyBuffer, st: ShapeTracker) -> bool:
+    """Does this kernel load `base`, read through `st`, from a buffer of its own, rather than compute it? Chapter 4's
+    rules, in its order; what none of them stores is fused (rules 1 and 2)."""
+    if base in self.outs: return False
+    if self.scheduler.must_realize(base):   # rule 4: a buffer already, contiguous(), a copy, a write; rule 3's stored
+      # rule 6: a write reads its own target only at the element it writes; elsewhere element i would read an
+      # element another iteration may have overwritten
+      n = self.out_buffers.get(id(base.buffer))
+      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]): raise _OverlappingAssign()
+      return True
+    if base.op is Ops.CONST: return False
+    if base.op is Ops.REDUCE_AXIS:
+      # rules 3 and 4: a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order,
+      # all of it: a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would
+      # then store the whole reduce into the smaller output
+      return self.reduce not in (None, base) or not st.contiguous or st.size != base.size
+    # rule 4: read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for
+    # every column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
+    # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
+    return resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads)
+
   def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     base = lb.base
     st = lb.st + st if lb is not base else st
-    if base not in self.outs and self.scheduler.must_realize(base):
-      n = self.out_buffers.get(id(base.buffer))
-      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]):
-        raise _OverlappingAssign()  # element i would read an element another iteration may have overwritten
+    if self.stored(base, st):
       self.scheduler.schedule_base(base)
       return self.load(base, st)
     self.inlined.add(base)
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
-      if base not in self.outs:
-        # a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order, all of it:
-        # a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would then
-        # store the whole reduce into the smaller output
-        if self.reduce not in (None, base) or not st.contiguous or st.size != base.size:
-          self.scheduler.schedule_base(base)
-          return self.load(base, st)
-        if st.shape != base.shape: raise _ReshapeKernel(base.shape)
+      # rule 3: the kernel runs in the reduce's shape, which the reduce's reader may have reshaped
+      if base not in self.outs and st.shape != base.shape: raise _ReshapeKernel(base.shape)
       self.reduce, self.reducing = base, base.arg[1]
       src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
       self.reducing = None
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
       return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    if base not in self.outs and resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads):
-      # read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for every
-      # column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
-      # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
-      self.scheduler.schedule_base(base)
-      return self.load(base, st)
-    # elementwise: the sources are read through the same view
+    # rules 1 and 2, elementwise: the sources are read through the same view
     srcs = tuple(self.build(s, st) for s in base.srcs)
     ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
     # a padded view of an expression reads 0 in its border, but the expression is computed there from sources that
@@ -356,28 +361,13 @@ class Scheduler:
     return frozenset(b for b, n in self.inlining.items() if n > 1)
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
-# the base each item made by create_schedule computes (a multi-output kernel's first; its others in `_also_computes`):
-# the runtime sees only the item and its Buffers, and tells `items_ran` which items ran; the base then turns itself
-# into its buffer (`LazyBuffer.become_buffer`, chapter 2)
-_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_also_computes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-def computed_bases(si: ScheduleItem) -> tuple[LazyBuffer, ...]:
-  "The bases `si` computes, in the order of its outputs (none for an item that create_schedule didn't make)."
-  if (base := _computes.get(si)) is None: return ()
-  return (base, *_also_computes.get(si, ()))
-
-def _record(si: ScheduleItem, bases: Sequence[LazyBuffer]) -> None:
-  _computes[si] = bases[0]
-  if len(bases) > 1: _also_computes[si] = tuple(bases[1:])
-
-def items_ran(items: Sequence[ScheduleItem], complete: bool) -> None:
-  """`items` ran (in order), and with `complete` the rest of their schedule too. Each base they computed becomes its
-  buffer, except one whose memory the planner shared (its item wrote a view): that block is only final once the whole
-  schedule ran, before that a later kernel may still overwrite it, so such a base stays unrealized (and is computed
-  again if asked for) unless `complete`."""
-  for si in items:
-    for buf, base in zip(si.bufs, computed_bases(si)):
+def items_ran(items: Sequence[ScheduleItem], computes: Sequence[tuple[LazyBuffer, ...]], complete: bool) -> None:
+  """`items` ran (in order), and with `complete` the rest of their schedule too; `computes[i]` are the bases item i
+  computes (`create_schedule_with_bases`). Each becomes its buffer, except one whose memory the planner shared (its
+  item wrote a view): that block is only final once the whole schedule ran, before that a later kernel may still
+  overwrite it, so such a base stays unrealized (and is computed again if asked for) unless `complete`."""
+  for si, bases in zip(items, computes):
+    for buf, base in zip(si.bufs, bases):
       if base.realized is None and (complete or buf is base.buffer): base.become_buffer()
 
 def _human(nbytes: int) -> str:
@@ -385,17 +375,19 @@ def _human(nbytes: int) -> str:
     if nbytes >= scale: return f"{nbytes / scale:.1f} {unit}"
   return f"{nbytes} B"
 
-def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
-  intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a).
-  Nothing in the graph changes until the items have run (`items_ran`): you can look at a schedule for free. A graph
-  whose structure was scheduled before gets those kernels again (`_graph_key`, below)."""
+  intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a); and, for each
+  item, the bases it computes, in the order of its outputs. Nothing in the graph changes: once the items have run,
+  `Tensor.realize` tells `items_ran`, so you can look at a schedule for free. A graph whose structure was scheduled
+  before gets those kernels again (`_graph_key`, below)."""
   # a constant needs no kernel: it stays one number until realized (chapter 1)
   outs = [lb for lb in outs if not lb.is_unrealized_const()]
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers
   out = outs[0].base if len(outs) == 1 else None
   key = _graph_key(out) if out is not None and out.realized is None else None
-  if (schedule := _cached_schedule(key)) is None:
+  if (hit := _cached_schedule(key)) is not None: schedule, computes = hit
+  else:
     scheduler = Scheduler(outs)
     for lb in outs: scheduler.schedule_base(lb.base)
     # a reduce fused into two kernels is computed in each (a GPT's matmul that a GELU and the GELU's gradient both
@@ -403,22 +395,24 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     while again := scheduler.recomputed():
       scheduler = Scheduler(outs, stored=scheduler.stored | again)
       for lb in outs: scheduler.schedule_base(lb.base)
-    schedule = scheduler.schedule
-    for si, bases in zip(schedule, scheduler.computes): _record(si, bases)
-    _remember(key, schedule, scheduler.computes, scheduler.packs)
-  if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(schedule, outs)):
+    schedule, computes = scheduler.schedule, scheduler.computes
+    _remember(key, schedule, computes, scheduler.packs)
+  if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(computes, outs)):
     order, assigned = memory_plan(schedule, temps)
-    planned = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
-    for i, si in zip(order, planned): _record(si, computed_bases(schedule[i]))
-    schedule = planned
+    schedule = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
+    computes = [computes[i] for i in order]
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
-      if nbytes := sum(b.nbytes for b in intermediates(schedule, outs)): line += f", intermediates {_human(nbytes)} (memory planner off)"
+      if nbytes := sum(b.nbytes for b in intermediates(computes, outs)): line += f", intermediates {_human(nbytes)} (memory planner off)"
     elif (sizes := planned_memory([si.bufs for si in schedule]))[0]:
       line += f", intermediates {_human(sizes[0])} -> {_human(sizes[1])} with the memory planner ({1 - sizes[1] / sizes[0]:.0%} saved)"
     print(line)
-  return schedule
+  return schedule, computes
+
+def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  "The items of `create_schedule_with_bases` alone: what a caller that only looks at, or only runs, a schedule needs."
+  return create_schedule_with_bases(outs)[0]
 
 # %% ../nbs/04_schedule.ipynb #4c000002
 def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
@@ -458,16 +452,14 @@ _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 # graph's own, in that order)
 _schedule_cache: dict[tuple, tuple[tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...], tuple[tuple[int, ShapeTracker], ...]]] = {}
 
-def _cached_schedule(key: tuple | None) -> list[ScheduleItem] | None:
-  "The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this one's buffers."
+def _cached_schedule(key: tuple | None) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]] | None:
+  """The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this
+  one's buffers, and the bases each computes."""
   if key is None or (hit := _schedule_cache.get(key[0])) is None: return None
-  (kernels, packs), nodes, schedule = hit, list(key[1]), []
+  (kernels, packs), nodes = hit, list(key[1])
   for k, st in packs: nodes.append(nodes[k]._view(st).clone())   # this graph's own packed copies
-  for ast, bufs, computes in kernels:
-    si = ScheduleItem(ast, tuple(nodes[k].buffer for k in bufs))
-    _record(si, [nodes[k] for k in computes])
-    schedule.append(si)
-  return schedule
+  return ([ScheduleItem(ast, tuple(nodes[k].buffer for k in bufs)) for ast, bufs, _ in kernels],
+          [tuple(nodes[k] for k in computes) for _, _, computes in kernels])
 
 def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]],
               packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]]) -> None:
@@ -499,10 +491,11 @@ def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> 
     stack.extend([lb.base] if lb.base is not lb else lb.srcs)
   return nodes
 
-def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
-  """The LazyBuffers of the schedule's graph that are still alive after it ran: the outputs, the bases a Tensor holds
-  (`LazyBuffer.holders`) or a base outside the schedule reads (`LazyBuffer.readers`), and, from those, what they read."""
-  computed = [base for si in schedule for base in computed_bases(si)]
+def held_bases(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
+  """The LazyBuffers of the schedule's graph (whose items compute the bases `computes`) that are still alive after it
+  ran: the outputs, the bases a Tensor holds (`LazyBuffer.holders`) or a base outside the schedule reads
+  (`LazyBuffer.readers`), and, from those, what they read."""
+  computed = [base for bases in computes for base in bases]
   nodes = _schedule_graph(computed, outs)
   # every holder is on record: a Tensor notes itself on the base of its lazydata (an autograd context's saved values
   # are its Tensors' lazydata, or their parents'), a base notes itself on the bases of its sources
@@ -518,8 +511,9 @@ def held_bases(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) ->
     elif lb not in scheduled: stack.extend(lb.srcs)
   return held
 
-def intermediates(schedule: list[ScheduleItem], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
-  "The buffers the schedule allocates that nothing holds once it has run: the ones the memory planner may share."
-  held = held_bases(schedule, outs)
-  return {buf for si in schedule for buf, base in zip(si.bufs, computed_bases(si)) if base not in held
-          and base.op is not Ops.ASSIGN and not buf.is_allocated and buf.nbytes > 0}
+def intermediates(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
+  """The buffers a schedule (whose items compute the bases `computes`) allocates that nothing holds once it has run:
+  the ones the memory planner may share."""
+  held = held_bases(computes, outs)
+  return {base.buffer for bases in computes for base in bases if base not in held
+          and base.op is not Ops.ASSIGN and not base.buffer.is_allocated and base.buffer.nbytes > 0}

@@ -13,7 +13,7 @@ from .ops import Ops, UOp, sym_infer
 from .lazy import LazyBuffer
 from .shapetracker import ShapeTracker
 from .device import Buffer, Device
-from .schedule import create_schedule
+from .schedule import ScheduleItem, create_schedule, create_schedule_with_bases, items_ran
 from .realize import run_schedule
 from .mixin import ArgumentError, normalize_axis
 from .mixin.movement import MovementMixin
@@ -124,7 +124,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
   # ---- running: schedule, compile, execute
   def schedule(self, *lst: Tensor):
     """The ScheduleItems (kernels) that would realize this tensor and `lst`. Looking is free: nothing is marked
-    realized until `run_schedule` (called by `realize`) has run the items."""
+    realized until `realize` has run the items."""
     return create_schedule([t.lazydata for t in (self,) + lst])
   def realize(self, *lst: Tensor, do_update_stats=True) -> Tensor:
     """Compute this tensor (and `lst`) now: schedule, compile (cached), and run the kernels. Afterwards each one's
@@ -132,7 +132,7 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     for t in (self, *lst):
       if not t._storage.has_memory(): t._storage.move_to(t._storage.root.clone())
     # the writes `assign` recorded since the last realize run with it, in one schedule: an optimizer's step is one
-    run_schedule(create_schedule([t.lazydata for t in (self, *lst)] + pending_assigns()))
+    _run([t.lazydata for t in (self, *lst)] + pending_assigns())
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
@@ -300,7 +300,7 @@ class Storage:
               if t._storage is not self and t.lazydata.base is self.root}
     for other in others.values(): other.move_to(other.root.clone())
     # a write not run yet is memory already: the next write goes after it (a computed value is realized first)
-    if self.root.realized is None and self.root.op is not Ops.ASSIGN: run_schedule(create_schedule([self.root]))
+    if self.root.realized is None and self.root.op is not Ops.ASSIGN: _run([self.root])
     return self.root
 
 # the writes `Tensor.assign` recorded that have not run yet. Module state, like `lazycache`: a write must run even if
@@ -315,7 +315,16 @@ def pending_assigns() -> list[LazyBuffer]:
 
 def realize_pending() -> None:
   "Run the writes not run yet (a read, and TinyJit before and after it records, call this)."
-  if _pending and (writes := pending_assigns()): run_schedule(create_schedule(writes))
+  if _pending and (writes := pending_assigns()): _run(writes)
+
+def _run(outs: list[LazyBuffer]) -> None:
+  """Schedule `outs`, run the items, and mark the bases that the items which ran computed as realized (`items_ran`,
+  chapter 4): the runtime knows nothing of the lazy graph, so this layer tells it. After a failure the items before it
+  still ran (`run_schedule` lists them in `ran`)."""
+  schedule, computes = create_schedule_with_bases(outs)
+  ran: list[ScheduleItem] = []
+  try: run_schedule(schedule, ran)
+  finally: items_ran(ran, computes[:len(ran)], complete=len(ran) == len(schedule))
 
 
 # %% ../nbs/01_tensor.ipynb #a02f00b1

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from ..dtype import DTypeError, bf16_to_float, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from ..ops import SimpleMathTrait, UOp, operator
-from ..realize import capturing
-from ..jit import JitError
+from ..jit import JitError, is_capturing
 from . import ArgumentError, broadcast_shape
 import tinylit.function as F
 if TYPE_CHECKING: from tinylit.tensor import Tensor
@@ -205,8 +204,8 @@ class MathMethods:
     if self.ndim == 0 or (self.shape[-1] * self.dtype.itemsize) % dtype.itemsize:
       raise ArgumentError(f"bitcast: the last axis of {self.shape} ({self.dtype}) can't be reread as {dtype}")
     # read on the host, the bytes become a constant of the recording: every replay would give the capture call's
-    if capturing: raise JitError(f"bitcast: {self.dtype} -> {dtype} changes the item size, which runs on the host; inside "
-                                 "TinyJit each replay would return the bytes of the capture call. Bitcast outside the jit")
+    if is_capturing(): raise JitError(f"bitcast: {self.dtype} -> {dtype} changes the item size, which runs on the host; inside "
+                                         "TinyJit each replay would return the bytes of the capture call. Bitcast outside the jit")
     bits = np.ascontiguousarray(self._storage_numpy()).view(dtype.np_storage)
     # the constructor takes values: bfloat16 bits become the float32s they are (and back, exactly)
     return type(self)(bf16_to_float(bits) if dtype == dtypes.bfloat16 else bits, device=self.device, dtype=dtype)
