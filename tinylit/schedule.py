@@ -5,7 +5,7 @@
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, prod
 from .ops import Ops, GroupOp
@@ -16,8 +16,9 @@ from .device import Buffer, Device
 from .memory import memory_plan, planned_memory
 
 # %% auto #0
-__all__ = ['ScheduleItem', 'KernelBuilder', 'kernel_shape', 'Scheduler', 'items_ran', 'create_schedule_with_bases',
-           'create_schedule', 'held_bases', 'intermediates']
+__all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends_on', 'costly', 'Decisions', 'Decider',
+           'KernelBuilder', 'order', 'items_ran', 'create_schedule_with_bases', 'create_schedule', 'held_bases',
+           'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True, eq=False)
@@ -33,15 +34,6 @@ class ScheduleItem:
   def inputs(self) -> tuple[Buffer, ...]: return self.bufs[len(self.outputs):]
 
 # %% ../nbs/04_schedule.ipynb #7072ff8e
-class _ReshapeKernel(Exception):
-  "Raised to restart building a kernel in the shape of the reduce it contains."
-  def __init__(self, shape: tuple[int, ...]): self.shape = shape
-
-def _expansion(st: ShapeTracker):
-  """How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1). A
-  symbolic size (a KV cache's `start_pos+1`) counts unless its bounds say it is 1: the product is then symbolic too."""
-  return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and resolve(s > 1))
-
 def _pack_view(st: ShapeTracker, axes: tuple[int, ...], device: str) -> tuple[ShapeTracker, ShapeTracker] | None:
   """Rule 8, packing (see its section). For an input that a reduce kernel loads through `st` (over the kernel's loop
   shape; `axes` are the reduce axes): if a CPU kernel would read it across its vectors, the view of the input to copy
@@ -64,10 +56,11 @@ def _pack_view(st: ShapeTracker, axes: tuple[int, ...], device: str) -> tuple[Sh
   for i, a in enumerate(order): read[a] = prod(packed[i + 1:])
   return copy, ShapeTracker((View.create(shape, tuple(read)),))
 
-class _OverlappingAssign(Exception):
-  "Raised when an in-place write reads its own target anywhere but at the element it writes."
+def _expansion(st: ShapeTracker):
+  """How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1). A
+  symbolic size (a KV cache's `start_pos+1`) counts unless its bounds say it is 1: the product is then symbolic too."""
+  return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and resolve(s > 1))
 
-# %% ../nbs/04_schedule.ipynb #211c8910
 def _reads_in_place(st: ShapeTracker, out_st: ShapeTracker) -> bool:
   """Does a kernel that writes through `out_st` and reads the same memory through `st` read each element only where it
   writes it? The same view does; so does a padded one that is the same view wherever it is not padding (tinygrad's rule:
@@ -76,27 +69,270 @@ def _reads_in_place(st: ShapeTracker, out_st: ShapeTracker) -> bool:
   if len(st.views) != 1 or len(out_st.views) != 1 or (mask := st.views[0].mask) is None: return False
   return st.shrink(mask) == out_st.shrink(mask)
 
+def kernel_shape(base: LazyBuffer) -> tuple:
+  "The loop shape of the kernel computing `base`: an ASSIGN's is its value's (the view it writes through), else its own."
+  return base.arg.shape if base.op is Ops.ASSIGN else base.shape
+
+def alone(base: LazyBuffer) -> bool:
+  "Rule 4's bases that are never fused into a reader: memory of their own by definition (a copy, a write, `contiguous()`)."
+  return base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
+
+def fused(lb: LazyBuffer) -> set[LazyBuffer]:
+  "The bases a kernel computing `lb` would compute inline if no reduce or broadcast rule stored any of them."
+  out, stack = set(), [lb.base]
+  while stack:
+    if (b := stack.pop()) in out or (b is not lb.base and (b.realized is not None or alone(b))): continue
+    out.add(b)
+    stack.extend(s.base for s in b.srcs)
+  return out
+
+def read_by(lb: LazyBuffer) -> set[LazyBuffer]:
+  "The bases a kernel computing `lb` would load (what its fused graph reads)."
+  if lb.base.realized is not None or alone(lb.base): return {lb.base}
+  f = fused(lb)
+  return {s.base for b in f for s in b.srcs if s.base not in f}
+
+def depends_on(lb: LazyBuffer, other: LazyBuffer) -> bool:
+  "Is `other` in the not yet computed graph behind `lb`?"
+  seen, stack = set(), [lb.base]
+  while stack:
+    if (b := stack.pop()) is other: return True
+    if b in seen or b.realized is not None: continue
+    seen.add(b)
+    stack.extend(s.base for s in b.srcs)
+  return False
+
+def costly(lb: LazyBuffer, reads: sint) -> bool:
+  """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
+  transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
+  every column)."""
+  f = fused(lb)
+  return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in f) \
+    or len(f) >= (4 if resolve(reads >= 64) else 16)
+
+@dataclass
+class Decisions:
+  "What phase 1 decided: the kernels, each as the bases it stores, and what building and ordering them need to know."
+  kernels: list[list[LazyBuffer]] = field(default_factory=list)           # each kernel's outputs (several: rule 7)
+  realizes: dict[LazyBuffer, None] = field(default_factory=dict)          # every base that gets a buffer of its own
+  shapes: dict[LazyBuffer, tuple] = field(default_factory=dict)           # a loop shape that is a fused reduce's (rule 3)
+  values: dict[LazyBuffer, LazyBuffer] = field(default_factory=dict)      # a write's value, into fresh memory first (rule 6)
+  packs: dict[tuple, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # rule 8: (base, view) -> copy, view
+  packed_from: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # copy -> (base, view)
+  asked: dict[LazyBuffer, None] = field(default_factory=dict)             # the outputs, and old values a write waits for
+  after: dict[LazyBuffer, set[LazyBuffer]] = field(default_factory=dict)  # each write -> the bases that read its result
+
+# %% ../nbs/04_schedule.ipynb #211c8910
+class Decider:
+  """Phase 1: which bases get a buffer of their own. Bases are visited readers first, so when a base is decided, every
+  kernel that reads it, and every view it reads it through, is known (`reads`)."""
+  def __init__(self, outs: list[LazyBuffer]):
+    self.asked = dict.fromkeys(outs)
+    self.kernel: dict[LazyBuffer, LazyBuffer] = {}          # each kernel's output -> the kernel (its first output)
+    self.members: dict[LazyBuffer, list[LazyBuffer]] = {}   # kernel -> its outputs
+    self.reads: dict[LazyBuffer, dict[tuple, None]] = {}      # base -> its reads: (kernel, view, the reduce's axes if inside one)
+    self.reduce: dict[LazyBuffer, LazyBuffer] = {}          # kernel -> the reduce it computes (one at most)
+    self.forced: set[LazyBuffer] = set()
+    self.d = Decisions()
+    self.graph = self.collect()
+
+  # ---- the graph, with the reads a write makes wait (rule 6)
+  def collect(self) -> list[LazyBuffer]:
+    """The bases to decide, readers before what they read, down to realized ones. A write's target may have readers
+    outside this graph, made before the write and still wanted: they are computed now, before it."""
+    roots = list(self.asked)
+    while True:
+      order, nodes = _readers_first(roots)
+      self.writers: dict[LazyBuffer, list[LazyBuffer]] = {}
+      for b in order:
+        if b.op is Ops.ASSIGN: self.writers.setdefault(b.srcs[1].base, []).append(b)
+      self.after = {a: _readers_of(a, nodes) for ws in self.writers.values() for a in ws}
+      extra = [r for t, ws in self.writers.items() for r in t.pending_readers() if r not in nodes
+               and not any(depends_on(r, a) for a in ws)]
+      if not extra: break
+      roots += [r for r in dict.fromkeys(extra) if r not in roots]
+    for t, ws in self.writers.items():
+      for r in t.pending_readers():
+        # an old value that something outside this graph still wants is stored before the write: `v = ~a; a.assign(v)`
+        if r in nodes and r not in ws and not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes): self.forced.add(r)
+    self.forced.update(self.cycles(roots))
+    self.asked = dict.fromkeys(roots)
+    return order
+
+  def cycles(self, roots: list[LazyBuffer]) -> set[LazyBuffer]:
+    """Two writes that each read the other's old contents can't both go first: the later one's reads of the earlier
+    one's target are stored before both."""
+    writes = [a for a in roots if a.op is Ops.ASSIGN]
+    reads = {a: read_by(a.srcs[0]) for a in writes}
+    ret = set()
+    for i, a in enumerate(writes):
+      for b in writes[i + 1:]:
+        ta, tb = a.srcs[1].base, b.srcs[1].base
+        if tb in reads[a] and ta in reads[b] and b not in self.after[a] and a not in self.after[b]:
+          ret.update(r for r in fused(b.srcs[0]) if any(s.base is ta for s in r.srcs) and r is not b)
+    return ret
+
+  # ---- the rules, in chapter 4's order
+  def realizes(self, b: LazyBuffer, reads: dict[tuple, None]) -> bool:
+    if b in self.asked or b in self.forced or alone(b): return True                # rule 4: asked for, or never fused
+    if b.op is Ops.CONST: return False                                               # a constant is always inlined
+    kernels = {self.kernel[k] for k, _, _ in reads}
+    if self.read_too_late(b, kernels): return True                                   # rule 6
+    if b.op is Ops.REDUCE_AXIS: return not self.fuses(b, reads, kernels)             # rules 3 and 4
+    # rule 4: read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for
+    # every column. Computed once into a buffer, it is only loaded that often.
+    return any(resolve(b.size >= 64) and resolve((n := _expansion(st)) >= 4) and costly(b, n) for _, st, _ in reads)
+
+  def fuses(self, r: LazyBuffer, reads: dict[tuple, None], kernels: set[LazyBuffer]) -> bool:
+    """Rule 3: a reduce joins the kernels that read it if it is their first reduce and they read all of it, in order;
+    read by two kernels it is stored once, unless they are outputs asked for that can share a kernel (rule 7)."""
+    if any(not st.contiguous or st.size != r.size for _, st, _ in reads) or len({st.shape for _, st, _ in reads}) > 1: return False
+    if any(k in self.reduce for k in kernels) or (len(kernels) > 1 and not self.share(kernels)): return False
+    k = self.merge(kernels)
+    self.reduce[k] = r
+    # the kernel runs in the reduce's shape, which its reader may have reshaped (`sum(1)` without keepdim)
+    if (shape := next(iter(reads))[1].shape) != r.shape: self.d.shapes[k] = r.shape
+    return True
+
+  def share(self, kernels: set[LazyBuffer]) -> bool:
+    """Rule 7: outputs asked for that inline the same reduce share its kernel, if they loop over the same shape, neither
+    depends on the other, and none reads memory another writes."""
+    outs = [o for k in kernels for o in self.members[k]]
+    if any(o not in self.asked or o.forced_realize or o.op in (Ops.COPY, Ops.EMPTY, Ops.CONST, Ops.REDUCE_AXIS) or
+           (o.op is Ops.ASSIGN and o.srcs[1].base.realized is None) for o in outs): return False
+    if len({kernel_shape(o) for o in outs}) > 1 or any(depends_on(o, g) for o in outs for g in outs if o is not g): return False
+    writes = {o.buffer for o in outs if o.op is Ops.ASSIGN}
+    return not any(b.buffer in writes and not (o.op is Ops.ASSIGN and b is o.srcs[1].base)
+                   for o in outs for b in read_by(o.srcs[0] if o.op is Ops.ASSIGN else o))
+
+  def read_too_late(self, b: LazyBuffer, kernels: set[LazyBuffer]) -> bool:
+    """Rule 6: `b` reads a target's old contents (it was made before the write), but a kernel that would compute it
+    inline reads the write's result, so it runs after the write: `b` is stored before the write instead."""
+    return any(b is not a and b not in self.after[a] and any(o in self.after[a] for k in kernels for o in self.members[k])
+               for s in b.srcs for a in self.writers.get(s.base, ()))
+
+  # ---- the walk
+  def decide(self) -> Decisions:
+    for b in self.graph:
+      reads = self.reads.pop(b, {})
+      if not reads and b not in self.asked and b not in self.forced: continue   # nothing left reads it
+      if b.realized is not None:
+        self.loaded(b, reads)
+        continue
+      if not self.realizes(b, reads):
+        self.visit(b, reads)
+        continue
+      self.members[b], self.kernel[b] = [b], b
+      if b.op is Ops.REDUCE_AXIS: self.reduce[b] = b
+      self.d.realizes[b] = None
+      self.loaded(b, reads)
+      self.visit(b, {(b, ShapeTracker.from_shape(kernel_shape(b)), None): None})
+    for a, c in self.d.values.items():
+      if a in self.d.shapes: self.d.shapes[c] = self.d.shapes.pop(a)
+    kernels = [[self.d.values.get(o, o) for o in ms] for ms in self.members.values()]
+    self.d.kernels = kernels + [[a] for a in self.d.values] + [[p] for p in self.d.packed_from]
+    self.d.realizes.update((b, None) for ks in self.d.kernels for b in ks)
+    self.d.asked, self.d.after = self.asked, self.after
+    return self.d
+
+  def visit(self, b: LazyBuffer, reads: dict[tuple, None]) -> None:
+    "Hand the reads of `b` on to its sources: the kernels that compute `b` read them through the same views, composed."
+    if b.op is Ops.COPY: self.forced.add(b.srcs[0].base)
+    if b.op is Ops.ASSIGN: self.forced.add(b.srcs[1].base)   # an earlier write to the same memory runs first
+    if b.size == 0: return
+    if b.op in (Ops.COPY, Ops.EMPTY, Ops.CONST): return
+    for k, st, axes in reads:
+      for s in b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs:   # an ASSIGN reads its value; it writes its target
+        if b.op is Ops.REDUCE_AXIS: view, inside = ShapeTracker.from_shape(s.shape), b.arg[1]
+        else: view, inside = (s.st + st if s.base is not s else st), axes
+        self.reads.setdefault(s.base, {})[(k, view, inside)] = None
+
+  def loaded(self, b: LazyBuffer, reads: dict[tuple, None]) -> None:
+    "A base with a buffer, read through `reads`: the reads that rule 6 sends to fresh memory, and rule 8 packs."
+    for k, st, axes in reads:
+      outs = self.members[self.kernel[k]]
+      for o in outs:
+        # rule 6: a write reads its own target only at the element it writes; elsewhere element i would read an element
+        # another iteration may have overwritten. Its value is computed into fresh memory first, then copied over.
+        if o.op is Ops.ASSIGN and o.buffer is b.buffer and o not in self.d.values and not _reads_in_place(st, o.arg):
+          self.d.values[o] = o.srcs[0].clone()
+      if axes is not None and all(o.buffer is not b.buffer for o in outs) and (b, st) not in self.d.packs and \
+         (views := _pack_view(st, axes, b.device)) is not None:
+        packed = next((p for p, src in self.d.packed_from.items() if src == (b, views[0])), None) or b._view(views[0]).clone()
+        self.d.packed_from[packed] = (b, views[0])
+        self.d.packs[(b, st)] = (packed, views[1])
+
+  def merge(self, kernels: set[LazyBuffer]) -> LazyBuffer:
+    "One kernel for the outputs of `kernels` (in the order they were asked for, where they were)."
+    if len(kernels) == 1: return next(iter(kernels))
+    outs = sorted((o for k in kernels for o in self.members[k]), key=list(self.asked).index)
+    for k in kernels: del self.members[k]
+    self.members[outs[0]] = outs
+    for o in outs: self.kernel[o] = outs[0]
+    return outs[0]
+
+def _readers_first(roots: list[LazyBuffer]) -> tuple[list[LazyBuffer], set[LazyBuffer]]:
+  """The bases behind `roots`, down to realized ones, each after every base that reads it; among a base's sources,
+  the first one's graph comes first (the order a kernel's builder meets them)."""
+  post, state, stack = [], {}, [(r.base, False) for r in roots]
+  while stack:
+    b, done = stack.pop()
+    if done:
+      post.append(b)
+      continue
+    if b in state: continue
+    state[b] = None
+    stack.append((b, True))
+    if b.realized is None: stack.extend((s.base, False) for s in b.srcs if s.base not in state)
+  return post[::-1], set(post)
+
+def _readers_of(a: LazyBuffer, nodes: set[LazyBuffer]) -> set[LazyBuffer]:
+  "The bases of `nodes` that read `a`, directly or through others (which run after it)."
+  ret, stack = set(), [a]
+  while stack:
+    for r in stack.pop().readers:
+      if r in nodes and r not in ret: ret.add(r); stack.append(r)
+  return ret
+
+# %% ../nbs/04_schedule.ipynb #567e8a15
 class KernelBuilder:
-  """Builds the AST of the kernel that computes `outs` (usually one base; several that share a reduce, see
-  `Scheduler.partners`): realized bases become LOADs, elementwise bases are inlined (fused), and at most one reduce
-  joins the kernel. Bases that can't be inlined are scheduled first. Each output is one STORE of the SINK."""
-  def __init__(self, outs: LazyBuffer | list[LazyBuffer], scheduler: Scheduler, value: LazyBuffer | None = None):
-    # `value`: what a single ASSIGN writes, if not its own source (a copy of it, see Scheduler.schedule_base)
-    self.outs = [outs] if isinstance(outs, LazyBuffer) else list(outs)
-    self.out, self.scheduler, self.value = self.outs[0], scheduler, value
-    # the memory each output writes: an ASSIGN writes its target's buffer, through the view `out_sts` gives
-    self.out_buffers = {id(o.buffer): n for n, o in enumerate(self.outs)}
-    self.out_sts: dict[int, ShapeTracker] = {}
+  """Phase 2: the AST of the kernel that stores `outs`. It asks nothing: the bases `d` realizes are LOADs (of a packed
+  copy where rule 8 made one), the others are computed inline. Each output is one STORE of the SINK."""
+  def __init__(self, outs: list[LazyBuffer], d: Decisions):
+    self.outs, self.d = outs, d
+    self.out_buffers = {id(o.buffer): n for n, o in enumerate(outs)}
     self.inputs: list[LazyBuffer] = []
-    self.reduce: LazyBuffer | None = None
-    self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}  # a sub-graph read twice is built once
-    self.inlined: set[LazyBuffer] = set()                              # the bases this kernel computes inline
-    self.reducing: tuple[int, ...] | None = None   # while the reduce's source is built: the reduce's axes (rule 8)
+    self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}   # a sub-graph read twice is built once
+    self.reducing = False                                          # inside a reduce's source (where rule 8 packs)
+
+  def loads(self, base: LazyBuffer) -> bool: return base not in self.outs and (base.realized is not None or base in self.d.realizes)
 
   def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
     if (key := (lb, st)) not in self.built: self.built[key] = self._build(lb, st)
     return self.built[key]
+
+  def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
+    base = lb.base
+    st = lb.st + st if lb is not base else st
+    if self.loads(base):
+      if self.reducing and (packed := self.d.packs.get((base, st))) is not None: base, st = packed
+      return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
+    if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
+    if base.op is Ops.REDUCE_AXIS:
+      self.reducing = True
+      src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
+      self.reducing = False
+      return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
+    if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN): return self.build(self.d.values.get(base, base.srcs[0]), st)
+    # rules 1 and 2, elementwise: the sources are read through the same view
+    srcs = tuple(self.build(s, st) for s in base.srcs)
+    ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
+    # rule 5: a padded view of an expression reads 0 in its border, but the expression is computed there from sources
+    # that read 0: exp2, 1/x or < would turn those into something else. One guard where the view pads, around all of it.
+    if lb is not base and any(v.mask is not None for v in lb.st.views) and self.unsafe_pad(base):
+      ret = UOp(Ops.WHERE, base.dtype, (UOp(Ops.VALID, dtypes.bool, (UOp(Ops.VIEW, None, (), st),)), ret, UOp.const(base.dtype, 0)))
+    return ret
 
   def global_for(self, base: LazyBuffer) -> UOp:
     "The kernel argument (DEFINE_GLOBAL) for a buffer: the outputs first (0, 1, ...), inputs follow in order of first use."
@@ -105,260 +341,60 @@ class KernelBuilder:
     if base not in self.inputs: self.inputs.append(base)
     return UOp(Ops.DEFINE_GLOBAL, base.dtype, (), self.inputs.index(base) + len(self.outs))
 
-  def stored(self, base: LazyBuffer, st: ShapeTracker) -> bool:
-    """Does this kernel load `base`, read through `st`, from a buffer of its own, rather than compute it? Chapter 4's
-    rules, in its order; what none of them stores is fused (rules 1 and 2)."""
-    if base in self.outs: return False
-    if self.scheduler.must_realize(base):   # rule 4: a buffer already, contiguous(), a copy, a write; rule 3's stored
-      # rule 6: a write reads its own target only at the element it writes; elsewhere element i would read an
-      # element another iteration may have overwritten
-      n = self.out_buffers.get(id(base.buffer))
-      if n is not None and self.outs[n].op is Ops.ASSIGN and not _reads_in_place(st, self.out_sts[n]): raise _OverlappingAssign()
-      return True
-    if base.op is Ops.CONST: return False
-    if base.op is Ops.REDUCE_AXIS:
-      # rules 3 and 4: a reduce fuses into its consumer only if it is the kernel's first reduce and is read in order,
-      # all of it: a prefix (`(a @ b)[:2]`) is contiguous too, but restarting the kernel in the reduce's shape would
-      # then store the whole reduce into the smaller output
-      return self.reduce not in (None, base) or not st.contiguous or st.size != base.size
-    # rule 4: read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for
-    # every column. Computed once into a buffer, it is only loaded that often. (A few values are cheap to recompute, and
-    # one value, such as an optimizer's step size, is computed once anyway: it depends on no loop, chapter 6.)
-    return resolve(base.size >= 64) and resolve((reads := _expansion(st)) >= 4) and self.scheduler.costly(base, reads)
-
-  def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
-    base = lb.base
-    st = lb.st + st if lb is not base else st
-    if self.stored(base, st):
-      self.scheduler.schedule_base(base)
-      return self.load(base, st)
-    self.inlined.add(base)
-    if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
-    if base.op is Ops.REDUCE_AXIS:
-      # rule 3: the kernel runs in the reduce's shape, which the reduce's reader may have reshaped
-      if base not in self.outs and st.shape != base.shape: raise _ReshapeKernel(base.shape)
-      self.reduce, self.reducing = base, base.arg[1]
-      src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
-      self.reducing = None
-      return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
-    if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
-      return self.build(self.value if base is self.out and self.value is not None else base.srcs[0], st)
-    # rules 1 and 2, elementwise: the sources are read through the same view
-    srcs = tuple(self.build(s, st) for s in base.srcs)
-    ret = UOp(Ops.CAST, base.dtype, srcs) if base.op is Ops.CAST else UOp(base.op, base.dtype, srcs)
-    # a padded view of an expression reads 0 in its border, but the expression is computed there from sources that
-    # read 0: exp2, 1/x or < would turn those into something else. One guard where the view pads, around all of it.
-    if lb is not base and any(v.mask is not None for v in lb.st.views) and self.unsafe_pad(base):
-      ret = UOp(Ops.WHERE, base.dtype, (UOp(Ops.VALID, dtypes.bool, (UOp(Ops.VIEW, None, (), st),)), ret, UOp.const(base.dtype, 0)))
-    return ret
-
-  def load(self, base: LazyBuffer, st: ShapeTracker) -> UOp:
-    "A LOAD of the scheduled `base` through `st`; inside a reduce, of a packed copy of it where rule 8 says so."
-    if self.reducing is not None and id(base.buffer) not in self.out_buffers and \
-       (views := _pack_view(st, self.reducing, base.device)) is not None:
-      base, st = self.scheduler.pack(base, views[0]), views[1]
-    return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
-
   def unsafe_pad(self, base: LazyBuffer) -> bool:
     "Does the expression this kernel inlines for `base` hold an op that doesn't keep 0 at 0 (`GroupOp.UnsafePad`)?"
     if base.op in GroupOp.UnsafePad: return True
-    return any(self.unsafe_pad(s.base) for s in base.srcs
-               if s.base.op not in (Ops.CONST, Ops.REDUCE_AXIS) and not self.scheduler.must_realize(s.base))
+    return any(self.unsafe_pad(s.base) for s in base.srcs if s.base.op not in (Ops.CONST, Ops.REDUCE_AXIS) and not self.loads(s.base))
 
-  def ast(self) -> UOp:
-    # an ASSIGN's kernel runs over the value it writes (the view's shape), any other over its output
-    shape = kernel_shape(self.out)
-    while True:
-      try:
-        st = ShapeTracker.from_shape(shape)
-        # the positions each output is written at: in order, or, for an ASSIGN, the target's view it writes through
-        self.out_sts = {n: o.arg.reshape(shape) if o.op is Ops.ASSIGN else st for n, o in enumerate(self.outs)}
-        values = [self.build(o, st) for o in self.outs]
-        # something this kernel inlined got its own kernel meanwhile (a pending reader of a buffer that an ASSIGN
-        # scheduled for this kernel overwrites first): build again, loading its result instead of recomputing it
-        if not any(b in self.scheduler.scheduled for b in self.inlined - set(self.outs)): break
-        self.inputs, self.reduce, self.built, self.inlined, self.reducing = [], None, {}, set(), None
-      except _ReshapeKernel as e:
-        self.inputs, self.reduce, self.built, self.inlined, self.reducing, shape = [], None, {}, set(), None, e.shape
-    return UOp(Ops.SINK, None, tuple(UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, o.dtype, (), n), UOp(Ops.VIEW, None, (), self.out_sts[n]), v))
-                                     for n, (o, v) in enumerate(zip(self.outs, values))))
+  def item(self) -> ScheduleItem:
+    out = self.outs[0]
+    if out.op is Ops.EMPTY or out.size == 0: return ScheduleItem(UOp(Ops.EMPTY), (out.buffer,))
+    if out.op is Ops.COPY:
+      self.inputs.append(src := out.srcs[0].base)
+      return ScheduleItem(UOp(Ops.COPY, arg=out.buffer.nbytes), (out.buffer, src.buffer))
+    st = ShapeTracker.from_shape(shape := self.d.shapes.get(out, kernel_shape(out)))
+    # the positions each output is written at: in order, or, for an ASSIGN, the target's view it writes through
+    out_sts = [o.arg.reshape(shape) if o.op is Ops.ASSIGN else st for o in self.outs]
+    stores = [UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, o.dtype, (), n), UOp(Ops.VIEW, None, (), vst), self.build(o, st)))
+              for n, (o, vst) in enumerate(zip(self.outs, out_sts))]
+    return ScheduleItem(UOp(Ops.SINK, None, tuple(stores)), (*[o.buffer for o in self.outs], *[b.buffer for b in self.inputs]))
 
-def kernel_shape(base: LazyBuffer) -> tuple:
-  "The loop shape of the kernel computing `base`: an ASSIGN's is its value's (the view it writes through), else its own."
-  return base.arg.shape if base.op is Ops.ASSIGN else base.shape
-
-# %% ../nbs/04_schedule.ipynb #567e8a15
-class Scheduler:
-  """Walks the lazy graph from the outputs, deciding which bases become buffers, in dependency order. `outs` are the
-  bases asked for: outputs that read the same reduce share one kernel (`partners`)."""
-  def __init__(self, outs: Sequence[LazyBuffer] = (), stored: frozenset[LazyBuffer] = frozenset()):
-    self.schedule: list[ScheduleItem] = []
-    self.computes: list[tuple[LazyBuffer, ...]] = []   # the bases each item of `schedule` computes (outputs in order)
-    self.scheduled: dict[LazyBuffer, None] = {}
-    self.outs = list(dict.fromkeys(lb.base for lb in outs if lb.base.realized is None))
-    self.written: set[LazyBuffer] = set()      # the targets of the ASSIGNs scheduled so far: their old contents are gone
-    self.preparing: set[LazyBuffer] = set()    # outputs whose kernel waits for what must run before it
-    self.inlined: set[LazyBuffer] = set()      # the bases scheduled kernels compute inline
-    self.stored = stored                       # reduces an earlier pass found in two kernels: stored once (rule 3)
-    self.inlining: dict[LazyBuffer, int] = {}  # how many kernels compute each reduce inline
-    self.packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]] = {}   # rule 8's copies: what each one copies
-    self._old_readers: dict[LazyBuffer, list[LazyBuffer]] | None = None
-
-  def must_realize(self, base: LazyBuffer) -> bool:
-    "Bases that are never fused into a consumer."
-    return base.realized is not None or base in self.scheduled or base.forced_realize or base in self.stored or \
-      base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
-
-  def fused(self, lb: LazyBuffer) -> set[LazyBuffer]:
-    "The bases a kernel computing `lb` would compute inline (everything up to bases that must be realized)."
-    out, stack = set(), [lb.base]
+# %% ../nbs/04_schedule.ipynb #0rd3a002
+def order(kernels: list[list[LazyBuffer]], inputs: list[list[LazyBuffer]], d: Decisions) -> list[int]:
+  """Phase 3: the kernels in an order where each runs after what it reads (and after an earlier write to the memory it
+  writes), and before a write overwrites what it reads: a toposort, depth first from the outputs asked for."""
+  producer = {o: i for i, outs in enumerate(kernels) for o in outs}
+  deps = [[producer[b] for b in ins if b in producer] + [producer[o.srcs[1].base] for o in outs if o.op is Ops.ASSIGN and o.srcs[1].base in producer]
+          for outs, ins in zip(kernels, inputs)]
+  readers: dict[LazyBuffer, list[int]] = {}
+  for i, ins in enumerate(inputs):
+    for b in ins: readers.setdefault(b, []).append(i)
+  # write after read: a kernel that reads a write's target, and not what the write computes, runs before it
+  for j, outs in enumerate(kernels):
+    for a in outs:
+      if a.op is Ops.ASSIGN:
+        deps[j] += [i for i in readers.get(a.srcs[1].base, ()) if i != j and not any(o in d.after[a] for o in kernels[i])]
+  ret, state = [], [0] * len(kernels)   # 0 new, 1 on the path, 2 placed
+  for root in [producer[b] for b in d.asked if b in producer] + list(range(len(kernels))):
+    stack = [(root, 0)]
     while stack:
-      if (b := stack.pop()) in out or (b is not lb.base and self.must_realize(b)): continue
-      out.add(b)
-      stack.extend(s.base for s in b.srcs)
-    return out
+      i, n = stack.pop()
+      if n == 0 and state[i]:
+        if state[i] == 1: raise RuntimeError(f"cycle in the schedule: kernel {kernels[i]} must run before and after a write")
+        continue
+      if n < len(deps[i]):
+        state[i] = 1
+        stack += [(i, n + 1), (deps[i][n], 0)]
+      else: state[i] = 2; ret.append(i)
+  return ret
 
-  def costly(self, lb: LazyBuffer, reads: sint = 4) -> bool:
-    """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
-    transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
-    every column: the GPT's backward sums 13 gradients there, which recomputed made that matmul 3x slower)."""
-    fused = self.fused(lb)
-    return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in fused) \
-      or len(fused) >= (4 if resolve(reads >= 64) else 16)
-
-  def pack(self, base: LazyBuffer, st: ShapeTracker) -> LazyBuffer:
-    "Rule 8: a copy of `base` read through `st`, a new base with its own kernel; `packs` notes where each one came from."
-    packed = base._view(st).clone()
-    self.packs[packed] = (base, st)
-    self.schedule_base(packed)
-    return packed
-
-  def reading(self, bases: set[LazyBuffer], target: LazyBuffer) -> list[LazyBuffer]:
-    "The members of `bases` (a fused graph) that read `target`, directly or through other members."
-    # a method, not a nested function: a function that calls itself through its closure is a reference cycle, which
-    # would keep `bases` (LazyBuffers, and their buffers) alive until Python's cycle collector happens to run
-    memo: dict[LazyBuffer, bool] = {}
-    return [b for b in bases if self._reads(b, bases, target, memo)]
-  def _reads(self, b: LazyBuffer, bases: set[LazyBuffer], target: LazyBuffer, memo: dict[LazyBuffer, bool]) -> bool:
-    if b not in memo: memo[b] = any(s.base is target or (s.base in bases and self._reads(s.base, bases, target, memo)) for s in b.srcs)
-    return memo[b]
-
-  def depends_on(self, lb: LazyBuffer, other: LazyBuffer) -> bool:
-    "Is `other` in the not yet computed graph behind `lb`?"
-    seen, stack = set(), [lb.base]
-    while stack:
-      if (b := stack.pop()) is other: return True
-      if b in seen or b.realized is not None: continue
-      seen.add(b)
-      stack.extend(s.base for s in b.srcs)
-    return False
-
-  def read_by(self, lb: LazyBuffer) -> set[LazyBuffer]:
-    "The bases a kernel computing `lb` loads (the sources of its fused graph that are not inlined)."
-    if self.must_realize(lb.base): return {lb.base}   # a write of a buffer's values (`b.assign(a.flip(0))`) loads it
-    fused = self.fused(lb)
-    return {s.base for b in fused for s in b.srcs if s.base not in fused}
-
-  def old_readers(self, target: LazyBuffer) -> list[LazyBuffer]:
-    "The ASSIGNs asked for whose value reads `target`'s contents (found once per schedule: an optimizer asks for hundreds)."
-    if self._old_readers is None:
-      self._old_readers = {}
-      for a in self.outs:
-        if a.op is Ops.ASSIGN:
-          for b in self.read_by(a.srcs[0]): self._old_readers.setdefault(b, []).append(a)
-    return self._old_readers.get(target, [])
-
-  def fused_reduce(self, base: LazyBuffer) -> LazyBuffer | None:
-    "The one reduce a kernel computing `base` would inline, if there is exactly one."
-    reduces = [b for b in self.fused(base) if b.op is Ops.REDUCE_AXIS and b is not base]
-    return reduces[0] if len(reduces) == 1 else None
-
-  def partners(self, base: LazyBuffer) -> list[LazyBuffer]:
-    """The other outputs asked for that join `base`'s kernel (tinygrad's multi-output kernels): they inline the same
-    reduce, loop over the same shape, and neither depends on the other nor reads memory the other writes. The reduce
-    is then computed once for all of them: `b.assign(r + b); c.assign(r + c)` with `r = a.sum(1)` is one kernel."""
-    if len(self.outs) < 2 or base.op is Ops.REDUCE_AXIS or (r := self.fused_reduce(base)) is None: return []
-    group = [base]
-    for o in self.outs:
-      if o in group or o in self.scheduled or o in self.preparing or o.realized is not None or o.forced_realize: continue
-      if o.op in (Ops.COPY, Ops.EMPTY, Ops.CONST, Ops.REDUCE_AXIS) or kernel_shape(o) != kernel_shape(base): continue
-      if self.fused_reduce(o) is not r: continue
-      # an ASSIGN's memory is written by this kernel: no other output of it may read that memory, nor may its target
-      # be another write that has not run yet
-      if o.op is Ops.ASSIGN and o.srcs[1].base.realized is None: continue
-      if any(self.depends_on(o, g) or self.depends_on(g, o) for g in group): continue
-      members = group + [o]
-      writes = {id(g.buffer) for g in members if g.op is Ops.ASSIGN}
-      if any(id(b.buffer) in writes and not (g.op is Ops.ASSIGN and b is g.srcs[1].base)
-             for g in members for b in self.read_by(g.srcs[0] if g.op is Ops.ASSIGN else g)): continue
-      group.append(o)
-    return group[1:]
-
-  def before_write(self, base: LazyBuffer) -> None:
-    "Schedule what must run before the ASSIGN `base` overwrites its target's memory."
-    target, value = base.srcs[1].base, self.fused(base.srcs[0])
-    # an earlier write to the same memory, not run yet, goes first: `x += 1; x += 1` is two writes in order
-    if target.op is Ops.ASSIGN: self.schedule_base(target)
-    # so does another write asked for that reads the old contents: in `a += b; b += a`, a's kernel reads the old b.
-    # (Two writes that each read the other's old contents are a cycle: one goes first, after the readers below.)
-    for other in self.old_readers(target):
-      if other is not base and other not in self.scheduled and other not in self.preparing and not self.depends_on(other, base):
-        self.schedule_base(other)
-    # whoever read the old contents and isn't computed yet runs first: `b = a + 1` keeps the `a` it was made from. (Not
-    # a part of a kernel already scheduled that nobody else asks for; in particular not one that reads memory an
-    # earlier write of this schedule overwrote: that one would have been computed before the write if it were wanted.)
-    for r in target.pending_readers():
-      if r in value or self.depends_on(r, base) or (r in self.inlined and not r.wanted(besides=self.inlined)): continue
-      if self.written and self.read_by(r) & self.written: continue
-      self.schedule_base(r)
-    # and so does a part of the value that reads the old contents, if anyone can still ask for it: in
-    # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
-    for r in self.reading(value, target):
-      if r.wanted(besides=value | {base}): self.schedule_base(r)
-
-  def add(self, si: ScheduleItem, bases: tuple[LazyBuffer, ...]) -> None:
-    self.schedule.append(si)
-    self.computes.append(bases)
-    for b in bases:
-      self.scheduled[b] = None
-      if b.op is Ops.ASSIGN: self.written.add(b.srcs[1].base)
-
-  def schedule_base(self, base: LazyBuffer) -> None:
-    if base.realized is not None or base in self.scheduled: return
-    if base.op is Ops.EMPTY or base.size == 0:
-      self.add(ScheduleItem(UOp(Ops.EMPTY), (base.buffer,)), (base,))
-    elif base.op is Ops.COPY:
-      src = base.srcs[0].base
-      self.schedule_base(src)
-      self.add(ScheduleItem(UOp(Ops.COPY, arg=base.buffer.nbytes), (base.buffer, src.buffer)), (base,))
-    else:
-      group = [base] if base in self.preparing else [base, *self.partners(base)]
-      self.preparing.update(group)
-      for b in group:
-        if b.op is Ops.ASSIGN and b not in self.scheduled: self.before_write(b)
-      self.preparing.difference_update(group)
-      if base in self.scheduled: return    # what had to run first needed it: it got a kernel of its own
-      group = [b for b in group if b not in self.scheduled]
-      builder, ast = KernelBuilder(group, self), None
-      try: ast = builder.ast()
-      except _OverlappingAssign:
-        if len(group) == 1:
-          # e.g. a.assign(a.flip(0)): compute the value into fresh memory first, then copy it over the target
-          builder = KernelBuilder(base, self, value=base.srcs[0].clone())
-        else: builder = KernelBuilder(base, self)   # the outputs share no kernel; the others get their own later
-      if ast is None:
-        try: ast = builder.ast()
-        except _OverlappingAssign:
-          builder = KernelBuilder(base, self, value=base.srcs[0].clone())
-          ast = builder.ast()
-      self.add(ScheduleItem(ast, (*[o.buffer for o in builder.outs], *[b.buffer for b in builder.inputs])), tuple(builder.outs))
-      self.inlined |= builder.inlined
-      for b in builder.inlined:
-        if b.op is Ops.REDUCE_AXIS and b not in builder.outs: self.inlining[b] = self.inlining.get(b, 0) + 1
-
-  def recomputed(self) -> frozenset[LazyBuffer]:
-    "The reduces that two kernels or more compute inline, each its own copy."
-    return frozenset(b for b, n in self.inlining.items() if n > 1)
+def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]], Decisions]:
+  "The three phases: decide which bases get buffers, build a kernel for each group of them, order the kernels."
+  d = Decider(list(dict.fromkeys(lb.base for lb in outs if lb.base.realized is None))).decide()
+  builders = [KernelBuilder(ks, d) for ks in d.kernels]
+  items = [b.item() for b in builders]
+  at = order(d.kernels, [b.inputs for b in builders], d)
+  return [items[i] for i in at], [tuple(d.kernels[i]) for i in at], d
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 def items_ran(items: Sequence[ScheduleItem], computes: Sequence[tuple[LazyBuffer, ...]], complete: bool) -> None:
@@ -388,15 +424,8 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   key = _graph_key(out) if out is not None and out.realized is None else None
   if (hit := _cached_schedule(key)) is not None: schedule, computes = hit
   else:
-    scheduler = Scheduler(outs)
-    for lb in outs: scheduler.schedule_base(lb.base)
-    # a reduce fused into two kernels is computed in each (a GPT's matmul that a GELU and the GELU's gradient both
-    # read: in three kernels): scheduled again, it is stored once, in a kernel of its own, and they load it
-    while again := scheduler.recomputed():
-      scheduler = Scheduler(outs, stored=scheduler.stored | again)
-      for lb in outs: scheduler.schedule_base(lb.base)
-    schedule, computes = scheduler.schedule, scheduler.computes
-    _remember(key, schedule, computes, scheduler.packs)
+    schedule, computes, d = _schedule(outs)
+    _remember(key, schedule, computes, d.packed_from)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(computes, outs)):
     order, assigned = memory_plan(schedule, temps)
     schedule = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
