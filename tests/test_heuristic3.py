@@ -53,7 +53,7 @@ def one_hot_grad(labels: Tensor, g: Tensor, vocab: Tensor) -> Tensor:
 
 def test_fused_weight_gradient_takes_16_rows_and_blocks():
   """E.T @ G with ten inputs fused into E: 16 lanes x 16 rows, the reduce in blocks, threads. (G has 32 columns: read
-  by 64 or more, E is computed into a buffer of its own first, chapter 4's `Scheduler.costly`.)"""
+  by 64 or more, E is computed into a buffer of its own first, chapter 4's `costly`.)"""
   renderer = Device["CPU"].renderer
   if max(renderer.vector_widths) < 16 or not renderer.l2_size: pytest.skip("needs 16-lane vectors and a known L2 size")
   _, (xs, g) = fused_inputs(outs=32)

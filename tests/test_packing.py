@@ -3,7 +3,7 @@
 - Rule 8 of chapter 4 (packing): `x @ w.T` and `q @ k.T` read an operand across the output's contiguous axis, where
   the CPU's vector lanes go; with a short reduce (at most 256) the scheduler copies that operand first, laid out with
   that axis innermost, and the product reads it like a plain matmul's B. A cached schedule makes its own copies again.
-- `Scheduler.costly`: an expression read by 64 or more columns is computed into a buffer of its own from 4 ops on.
+- `costly` (chapter 4): an expression read by 64 or more columns is computed into a buffer of its own from 4 ops on.
 - A reduce that two kernels would compute inline (a product read by a GELU and by its gradient) is stored once.
 - A weight's gradient `X.T @ G` whose `G` is bigger than the L2 cache takes blocks of the reduce, as `A @ B` does.
 - Chapter 6a's exp2 below -150 (a causal mask's -inf) gives 0 without the underflowing multiplies (x86's slow path).
@@ -90,8 +90,9 @@ def test_long_reduce_and_small_kernels_are_not_packed():
   assert len((x @ w.T).schedule()) == 1
 
 
-def test_cached_schedule_makes_its_own_copies():
-  "The same structure on other buffers: the cached kernels, with a packed copy of this graph's own w."
+def test_same_structure_makes_its_own_copies():
+  """The same structure on other buffers: the same kernels, with a packed copy of this graph's own w (a schedule with
+  packed copies is not cached: the copies are bases the graph doesn't hold)."""
   x_np, w1_np, w2_np = rand(2048, 128), rand(384, 128, seed=1), rand(384, 128, seed=2)
   x, w1, w2 = (Tensor(a).realize() for a in (x_np, w1_np, w2_np))
   first, again = (x @ w1.T).schedule(), (x @ w2.T).schedule()

@@ -388,13 +388,13 @@ def order(kernels: list[list[LazyBuffer]], inputs: list[list[LazyBuffer]], d: De
       else: state[i] = 2; ret.append(i)
   return ret
 
-def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]], Decisions]:
+def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
   "The three phases: decide which bases get buffers, build a kernel for each group of them, order the kernels."
   d = Decider(list(dict.fromkeys(lb.base for lb in outs if lb.base.realized is None))).decide()
   builders = [KernelBuilder(ks, d) for ks in d.kernels]
   items = [b.item() for b in builders]
   at = order(d.kernels, [b.inputs for b in builders], d)
-  return [items[i] for i in at], [tuple(d.kernels[i]) for i in at], d
+  return [items[i] for i in at], [tuple(d.kernels[i]) for i in at]
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 def items_ran(items: Sequence[ScheduleItem], computes: Sequence[tuple[LazyBuffer, ...]], complete: bool) -> None:
@@ -424,12 +424,12 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   key = _graph_key(out) if out is not None and out.realized is None else None
   if (hit := _cached_schedule(key)) is not None: schedule, computes = hit
   else:
-    schedule, computes, d = _schedule(outs)
-    _remember(key, schedule, computes, d.packed_from)
+    schedule, computes = _schedule(outs)
+    _remember(key, schedule, computes)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(computes, outs)):
-    order, assigned = memory_plan(schedule, temps)
-    schedule = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
-    computes = [computes[i] for i in order]
+    at, assigned = memory_plan(schedule, temps)
+    schedule = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in at]
+    computes = [computes[i] for i in at]
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
@@ -476,37 +476,30 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
 # graph structure -> one entry per kernel of its schedule: the AST, the positions among _graph_key's nodes of the bases
-# whose buffers it takes (in the order of its arguments), and of the bases it computes; and rule 8's packed copies,
-# each as the position of the base it copies and the view it copies through (the copies count as nodes after the
-# graph's own, in that order)
-_schedule_cache: dict[tuple, tuple[tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...], tuple[tuple[int, ShapeTracker], ...]]] = {}
+# whose buffers it takes (in the order of its arguments), and of the bases it computes
+_schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
 
 def _cached_schedule(key: tuple | None) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]] | None:
   """The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this
   one's buffers, and the bases each computes."""
-  if key is None or (hit := _schedule_cache.get(key[0])) is None: return None
-  (kernels, packs), nodes = hit, list(key[1])
-  for k, st in packs: nodes.append(nodes[k]._view(st).clone())   # this graph's own packed copies
-  return ([ScheduleItem(ast, tuple(nodes[k].buffer for k in bufs)) for ast, bufs, _ in kernels],
-          [tuple(nodes[k] for k in computes) for _, _, computes in kernels])
+  if key is None or (kernels := _schedule_cache.get(key[0])) is None: return None
+  return ([ScheduleItem(ast, tuple(key[1][k].buffer for k in bufs)) for ast, bufs, _ in kernels],
+          [tuple(key[1][k] for k in computes) for _, _, computes in kernels])
 
-def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]],
-              packs: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]]) -> None:
+def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]]) -> None:
   "Remember a graph's schedule (a few thousand graphs at most: a bound variable's value is in the key)."
   if key is None: return
-  nodes = key[1] + list(packs)
-  at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}
+  at = {id(lb.buffer): k for k, lb in enumerate(key[1]) if lb._base is None}
   # two bases on one Buffer (an assign's result and its target) would leave it unclear which one a kernel argument
-  # came from: such a graph is not remembered, nor one whose kernels touch a base outside it
-  if len(at) != sum(lb._base is None for lb in nodes): return
-  node_at = {id(lb): k for k, lb in enumerate(nodes)}
+  # came from: such a graph is not remembered, nor one whose kernels touch a base outside it (rule 8's packed copies)
+  if len(at) != sum(lb._base is None for lb in key[1]): return
+  node_at = {id(lb): k for k, lb in enumerate(key[1])}
   entry = []
   for si, bases in zip(schedule, computes):
     if any(id(b) not in at for b in si.bufs) or any(id(b) not in node_at for b in bases): return
     entry.append((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases)))
-  if any(id(src) not in node_at for src, _ in packs.values()): return
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()
-  _schedule_cache[key[0]] = (tuple(entry), tuple((node_at[id(src)], st) for src, st in packs.values()))
+  _schedule_cache[key[0]] = tuple(entry)
 
 # %% ../nbs/04_schedule.ipynb #c360c198
 def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
