@@ -129,8 +129,8 @@ def test_block_and_group_exclude_each_other():
 
 def _planned(n: int, l2: int):
   "The rules' opts for an n x n matmul on a CPU renderer with 16-float vectors, 2 threads and an L2 of `l2` bytes."
-  r = ClangRenderer()
-  r.vector_widths, r.threads, r.l2_size = (2, 4, 8, 16), 2, l2
+  r = ClangRenderer(vector_width=16, l2_size=l2)
+  r.threads = 2
   si = Tensor.empty(n, n) @ Tensor.empty(n, n)
   return hand_coded_optimizations(Kernel(si.schedule()[-1].ast, r)).applied_opts
 
@@ -145,8 +145,8 @@ def test_rules_block_only_a_matmul_bigger_than_l2(n, l2, block):
 
 def test_rules_leave_x_at_w_t_alone():
   # x @ W.T (W read along k, a reduce vector): not the plain matmul, whatever its size
-  r = ClangRenderer()
-  r.vector_widths, r.threads, r.l2_size = (2, 4, 8, 16), 2, 1 << 20
+  r = ClangRenderer(vector_width=16, l2_size=1 << 20)
+  r.threads = 2
   si = (Tensor.empty(256, 2048) @ Tensor.empty(2048, 2048).T).schedule()[-1]
   assert not any(o.op is OptOps.BLOCK for o in hand_coded_optimizations(Kernel(si.ast, r)).applied_opts)
 
@@ -157,8 +157,8 @@ def test_rules_blocked_plan_is_right(device):
   si = _last(Tensor(a, device=device) @ Tensor(b, device=device))
   r = Device[device].renderer
   if device == "CPU":
-    k = Kernel(si.ast, ClangRenderer())
-    k.opts.vector_widths, k.opts.threads, k.opts.l2_size = r.vector_widths, 2, 256 << 10
+    k = Kernel(si.ast, ClangRenderer(max(r.vector_widths), 256 << 10))
+    k.opts.threads = 2
     opts = hand_coded_optimizations(k).applied_opts
     assert any(o.op is OptOps.BLOCK for o in opts), opts
   else: opts = _applies(si, device, [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.BLOCK, 0, 256)])

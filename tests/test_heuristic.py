@@ -15,7 +15,7 @@ from devices import DEVICES
 from tinylit import Tensor
 from tinylit.device import Device
 from tinylit.dtype import dtypes
-from tinylit.heuristic import hand_coded_optimizations
+from tinylit.heuristic import hand_coded_optimizations, lane_axis
 from tinylit.kernel import Kernel, KernelShape, Opt, OptOps, fold_views
 from tinylit.ops import Ops, UOp
 from tinylit.schedule import create_schedule
@@ -121,3 +121,16 @@ def test_backward_shaped_kernels_compute_right(device):
   merged, merged_np = h.permute(0, 2, 1, 3).reshape(16, 24), h_np.transpose(0, 2, 1, 3).reshape(16, 24)
   w_np = rng.standard_normal((16, 10)).astype(np.float32)
   np.testing.assert_allclose(merged.T.matmul(Tensor(w_np, device=device)).numpy(), merged_np.T @ w_np, rtol=1e-4, atol=1e-4)
+
+
+def test_lane_axis_is_where_the_output_is_contiguous():
+  "The axis the packing rule asks for: the output's stride-1 axis (a reduce axis of size 1 is never it)."
+  assert lane_axis(ShapeTracker.from_shape((64, 32, 1))) == 1
+  assert lane_axis(ShapeTracker.from_shape((32, 64)).permute((1, 0))) == 0
+
+
+def test_the_heuristics_first_upcast_is_the_vector():
+  "The lanes the plan chose (its first upcast) are the axis the kernel vectorizes."
+  si = (Tensor.empty(256, 256) @ Tensor.empty(256, 256)).schedule()[-1]
+  k = hand_coded_optimizations(Kernel(si.ast, Device["CPU"].renderer))
+  assert k.applied_opts[0].op is OptOps.UPCAST and k.vector_axis() == k.first_upcast, k.applied_opts

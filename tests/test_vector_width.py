@@ -7,7 +7,6 @@ device tests run the heuristic's kernels with the device's own width on lengths 
 do, and with a forced width of 8 and of 16 (where the device's renderer writes vectors that wide). Last, the FMA
 kernel that measures the CPU's peak (chapter 8a, benchmarks/bench.py) is written in the CPU's own vector type.
 """
-import copy
 import os
 import subprocess
 import sys
@@ -98,8 +97,7 @@ def test_device_width_odd_lengths(device, case):
 
 def _run_with_width(device: str, fn, xs: list[np.ndarray], width: int) -> tuple[np.ndarray, Kernel]:
   "Run the last kernel of fn(*xs) with the heuristic given vectors up to `width` lanes; its output and its Kernel."
-  renderer = copy.copy(Device[device].renderer)
-  renderer.vector_widths = tuple(w for w in type(renderer).vector_widths if w <= width)
+  renderer = type(Device[device].renderer)(vector_width=width)
   *before, si = create_schedule([fn(*[Tensor(x, device=device) for x in xs]).lazydata])
   run_schedule(before)
   k = hand_coded_optimizations(Kernel(si.ast, renderer))

@@ -7,10 +7,11 @@ from __future__ import annotations
 from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
+from .shapetracker import ShapeTracker
 from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block   # chapter 6bb
 
 # %% auto #0
-__all__ = ['hand_coded_optimizations']
+__all__ = ['lane_axis', 'hand_coded_optimizations']
 
 # %% ../nbs/06b_heuristic.ipynb #48ff106c
 def _strides(k: Kernel, axis: int) -> list[int | None]:
@@ -40,6 +41,12 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
              k.axis_kinds()[axis] == "global", -axis)
     if strides.count(1) and score[0] > 0 and (best is None or score > best[0]): best = (score, axis, width)
   return None if best is None else (best[1], best[2])
+
+def lane_axis(out: ShapeTracker) -> int | None:
+  """Where a reduce kernel's vector lanes go when its loads leave the choice open: the axis along which its output
+  view `out` is contiguous, so that each vector is stored whole. `_reduce_plan` prefers it; chapter 4's packing rule
+  asks it where the lanes will be."""
+  return next((a for a in range(len(out.shape)) if axis_stride(out, a) == 1), None)
 
 # %% ../nbs/06b_heuristic.ipynb #f042f095
 def _inner_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
@@ -90,7 +97,7 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   outs = [a for a in axes if kinds[a] == "global"]
   # a vector axis needs a load that is contiguous along it, in the loop or after it (where the tail is costly, as a
   # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
-  # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which decides where the lanes go, ignores it
+  # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which takes the plan's lanes, ignores it
   loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
   threaded, widths = _threaded(k), _widths(k)
   best = None
@@ -109,11 +116,11 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     for tile in tiles:
       upcasts = [(v, width)] + tile
       # the smallest key wins: a plan that leaves the cores an output axis to split, then the price; on a tie,
-      # vectors along an output, fewer copies along the vector's axis, fewer copies, stores contiguous along the
-      # vector, rows close together (chapter 6bb: rows far apart evict each other from the cache), the first axis
-      idle = threaded and not any(isinstance(n, int) and n % k.opts.threads == 0 for n in _rest(k, upcasts))
+      # vectors along an output, fewer copies along the vector's axis, fewer copies, vectors along `lane_axis`,
+      # rows close together (chapter 6bb: rows far apart evict each other from the cache), the first axis
+      idle = threaded and not any((rest[a] // prod(n for t, n in tile if t == a)) % k.opts.threads == 0 for a in outs)
       key = (idle, round(_cost(k, work, upcasts, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
-             prod(n for _, n in tile), axis_stride(k.sts[k.output_st], v) != 1, _spread(loads, tile), v)
+             prod(n for _, n in tile), v != lane_axis(k.sts[k.output_st]), _spread(loads, tile), v)
       if best is None or key < best[0]: best = (key, upcasts)
   return None if best is None else best[1]
 
@@ -123,9 +130,10 @@ def _shared_work(k: Kernel, work: list, vec: int, width: int, tile: int) -> floa
   return _cost(k, shared, [(vec, width)]) * width
 
 def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, int | None]:
-  """Apply a plan's upcasts (UNROLL for a reduce axis). Returns where the rest of the vector axis's loop and of the
-  first tile axis's loop are afterwards (None: used up, or no tile)."""
-  where = [plan[0][0], plan[1][0] if len(plan) > 1 and plan[1][0] != plan[0][0] else None]
+  """Apply a plan's upcasts [(axis, amount), ...] (UNROLL for a reduce axis), the vector's first: chapter 6's
+  `vector_axis` takes the first upcast applied as the lanes. Returns where the rest of the vector axis's loop and of
+  the first tile axis's loop are afterwards (None: used up, or no vector, or no tile)."""
+  where = [plan[0][0] if plan else None, plan[1][0] if len(plan) > 1 and plan[1][0] != plan[0][0] else None]
   plan = list(plan)
   for i, (axis, amt) in enumerate(plan):
     rank = k.shape_len
@@ -145,15 +153,16 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   # 1. odd sizes: pad an output axis that 4 doesn't divide, where the padded kernel's plan then splits it
   if k.reduceop is not None:
     for pad in _pays(k, _odd_pads(k)): _try(k, pad)
-  # 2. vectors, and for a reduce a register tile: the cheapest plan; else the best contiguous axis
+  # 2. the vector lanes, and for a reduce a register tile: the cheapest plan; else the best contiguous axis
   plan = _reduce_plan(k) if k.reduceop is not None else None
-  vec, tile = _apply_upcasts(k, plan) if plan is not None else (_apply_vector(k), None)
+  vec, tile = _apply_upcasts(k, plan or ([va] if (va := _vector_axis(k)) else []))
   # 3. loop order: the tile walks past a panel of the reused input, or blocks of the reduce that fit the L2
   if plan is not None: _order_loops(k, vec, tile)
   # 4. independent chains: a reduce with fewer than 4 accumulators gets more (each add waits for the one before it).
   #    Vectors along an output axis (a sum down the columns) take more of that axis: each row is then read in longer
   #    runs; vectors along the reduce take more of the reduce: several partial sums
-  if k.reduceop is not None and _copies(k) < 4 and k.vector_axis() is not None:
+  lanes = k.vector_axis()
+  if k.reduceop is not None and lanes is not None and prod(k.full_shape[k.first_upcast:]) // k.full_shape[lanes] < 4:
     if vec is not None and k.axis_kinds()[vec] == "global": _try(k, Opt(OptOps.UPCAST, vec, 8)) or _try(k, Opt(OptOps.UPCAST, vec, 4))
     elif k.first_reduce < k.first_upcast: _try(k, Opt(OptOps.UNROLL, k.first_upcast - 1 - k.first_reduce, 4))
   # 5. threads: split the outermost global axis that divides evenly across the cores (each thread then works through
@@ -162,16 +171,6 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     for axis in range(k.first_reduce):
       if k.axis_kinds()[axis] == "global" and _try(k, Opt(OptOps.THREAD, axis, k.opts.threads)): break
   return k
-
-def _apply_vector(k: Kernel) -> int | None:
-  """Step 2 without a reduce plan: vectors along the best contiguous axis (`_vector_axis`). Returns where the rest of
-  that axis's loop is afterwards (None: used up, or no vector)."""
-  if (va := _vector_axis(k)) is None: return None
-  axis, width = va
-  reduce = k.axis_kinds()[axis] == "reduce"
-  rank = k.shape_len
-  if not _try(k, Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, axis - k.first_reduce if reduce else axis, width)): return None
-  return axis if k.shape_len > rank else None   # the same rank: the whole axis went into the vector
 
 def _order_loops(k: Kernel, vec: int | None, tile: int | None) -> None:
   """Step 3. Where the tile's loop is outside the vector axis's rest (a matmul's rows outside its column blocks), the
@@ -189,12 +188,6 @@ def _threaded(k: Kernel) -> bool:
   return k.opts.has_threads and k.opts.threads > 1 and _size(k.full_shape) >= 1 << 16 and \
     (k.reduceop is None or _size(k.full_shape) >= 1 << 20 or _bytes_read(k) >= 1 << 18)
 
-def _rest(k: Kernel, plan: list[tuple[int, int]]) -> list:
-  "What is left of each output (global) axis's loop once a plan's upcasts [(axis, amount), ...] are taken from it."
-  kinds = k.axis_kinds()
-  return [s // prod(n for a, n in plan if a == axis) if isinstance(s, int) else s
-          for axis, s in enumerate(k.full_shape[:k.first_upcast]) if kinds[axis] == "global"]
-
 def _pays(k: Kernel, pads: list[Opt]) -> list[Opt]:
   "The pads whose axis the reduce plan of the padded kernel splits (a trial kernel, all pads applied at once)."
   if not pads: return []
@@ -209,10 +202,6 @@ def _bytes_read(k: Kernel) -> int:
   loads = [(u.src[1].arg.views[0], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
   return sum(prod(s if isinstance(s, int) else s.vmax for s, st in zip(v.shape, v.strides) if st != 0) * size for v, size in loads)
 
-def _copies(k: Kernel) -> int:
-  "How many separate accumulators (copies of the loop body) the upcast and unroll axes that aren't vectors make."
-  vec = k.vector_axis()
-  return prod(s for i, s in enumerate(k.full_shape) if i >= k.first_upcast and i != vec)
 
 # %% ../nbs/06b_heuristic.ipynb #bf054dcf
 def _gpu_optimizations(k: Kernel) -> Kernel:

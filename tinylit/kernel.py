@@ -381,22 +381,15 @@ def _padding_is_safe(k: KernelShape, axis: int) -> str | None:
 class Kernel(KernelOpts):
   "A kernel ready for code: opts applied, then lowered to UOps over ranges of each kind, vectorized, linearized."
   def vector_axis(self) -> int | None:
-    """The one upcast/unroll axis whose lanes become a short vector: a power of two the device takes as a vector,
-    along which most buffers are contiguous (stride 1) and fewest jump (in a reduce kernel, of the buffers it loads). The other
-    upcast/unroll axes are unrolled into copies."""
-    if self.opts is None or not self.upcasted: return None
-    best = None
-    # a reduce kernel stores once per output, after its loop: only the loads inside the loop count. A grouped reduce
-    # also stores and loads its partial results in the output's layout (shared memory), so there the output counts too
+    """The one upcast/unroll axis whose lanes become a short vector, the others being unrolled into copies: the first
+    one applied (upcast axes keep the order of their opts) whose size the device takes as a vector and along which
+    some buffer is contiguous (stride 1). Whoever chooses opts chooses the lanes by applying them first (chapter 6b)."""
+    if self.opts is None: return None
+    # a reduce kernel stores once per output, after its loop: only its loads count. A grouped reduce also stores and
+    # loads its partial results in the output's layout (shared memory), so there the output counts too
     views = [st for key, st in self.sts.items() if self.reduceop is None or self.group_for_reduces or key != self.output_st]
-    for i in range(self.first_upcast, self.shape_len):
-      if self.full_shape[i] not in self.opts.vector_widths: continue
-      strides = [axis_stride(st, i) for st in views]
-      # consecutive reads count for the axis, jumps (a gather: one load per lane) against it; on a tie the first
-      # upcast axis wins (the first opt applied: the vector a heuristic or search meant)
-      score = strides.count(1) - sum(1 for s in strides if s not in (0, 1))
-      if strides.count(1) and (best is None or score > best[0]): best = (score, i)
-    return None if best is None else best[1]
+    return next((i for i in range(self.first_upcast, self.shape_len) if self.full_shape[i] in self.opts.vector_widths
+                 and any(axis_stride(st, i) == 1 for st in views)), None)
 
   def ranges(self) -> list[UOp]:
     "One RANGE per axis, of its kind; the vector axis is a RANGE of kind 'vector'. Hash-consing: every call, the same."

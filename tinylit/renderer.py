@@ -31,6 +31,9 @@ class Renderer:
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
   l2_size: int = 0             # bytes of the cache a core has to itself after L1 (the CPU's L2, chapter 8a); 0: unknown
   transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
+  def __init__(self, vector_width: int | None = None):
+    # the widest vector the device runs at full rate (chapter 8a): the opts are offered no wider one
+    if vector_width is not None: self.vector_widths = tuple(w for w in type(self).vector_widths if w <= vector_width)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"
     return False
@@ -193,7 +196,8 @@ class CStyleLanguage(Renderer):
   barrier = ""
   type_map: dict[DType, str] = {}
   math_funcs = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
-  def __init__(self):
+  def __init__(self, vector_width: int | None = None):
+    super().__init__(vector_width)
     self.code_for_op = {
       Ops.NEG: lambda x, dtype, src_dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
       Ops.RECIP: lambda x, dtype, src_dtype: f"(1/{x})",
@@ -394,9 +398,9 @@ class ClangRenderer(CStyleLanguage):
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
     # a cast between GCC vector types reinterprets the bits: converting the values lane by lane is a builtin
     return f"__builtin_convertvector({x}, {self.render_dtype(dt)})" if dt.count > 1 else super().render_cast(dt, x, src_dt)
-  def __init__(self):
-    super().__init__()
-    self.threads = getenv("CPU_THREADS", os.cpu_count() or 1)
+  def __init__(self, vector_width: int | None = None, l2_size: int = 0):
+    super().__init__(vector_width)
+    self.threads, self.l2_size = getenv("CPU_THREADS", os.cpu_count() or 1), l2_size
     where = self.code_for_op[Ops.WHERE]
     self.code_for_op[Ops.WHERE] = lambda c, a, b, dtype, src_dtype: self.render_select(c, a, b, dtype) if dtype.count > 1 and \
       src_dtype.count > 1 else where(c, a, b, dtype=dtype, src_dtype=src_dtype)

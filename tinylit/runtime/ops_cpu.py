@@ -289,10 +289,8 @@ class CPUDevice(Compiled):
   "The CPU: C kernels whose vectors hold `vector_width` floats (`cpu_vector_width`), run on a pool of threads."
   def __init__(self, device: str):
     self.vector_width = cpu_vector_width()
-    renderer = ClangRenderer()
-    # chapter 6b's rules take the widest vector the renderer offers: offer none wider than the CPU runs at full speed
-    renderer.vector_widths = tuple(w for w in ClangRenderer.vector_widths if w <= self.vector_width)
-    # CPU_L2_SIZE (bytes) pins the L2 the rules plan for, as CPU_VECTOR_WIDTH pins the width: the notebooks' stored
-    # plans are those of the course's machines (a 1 MiB L2), and a smaller one blocks matmuls they don't block
-    renderer.l2_size = getenv("CPU_L2_SIZE", 0) or cache_size(2)
+    # chapter 6b's rules take the widest vector the renderer offers: it offers none wider than the CPU runs at full
+    # speed. CPU_L2_SIZE (bytes) pins the L2 the rules plan for, as CPU_VECTOR_WIDTH pins the width: the notebooks'
+    # stored plans are those of the course's machines (a 1 MiB L2), and a smaller one blocks matmuls they don't block
+    renderer = ClangRenderer(self.vector_width, getenv("CPU_L2_SIZE", 0) or cache_size(2))
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)
