@@ -14,6 +14,7 @@ from .shapetracker import ShapeTracker, View
 from .lazy import LazyBuffer
 from .device import Buffer, Device
 from .memory import memory_plan, planned_memory
+from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
 
 # %% auto #0
 __all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends_on', 'costly', 'Decisions', 'Decider',
@@ -41,9 +42,9 @@ def _pack_view(st: ShapeTracker, axes: tuple[int, ...], device: str) -> tuple[Sh
   if not PACK.value or Device[device].renderer.has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
   shape, strides = v.shape, v.strides
   if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20 or prod(shape[a] for a in axes) > 256: return None
-  # j: the innermost output axis, along which the output is contiguous and the heuristic puts the vector lanes
-  outs = [a for a in range(len(shape)) if a not in axes and shape[a] > 1]
-  if not outs or strides[j := outs[-1]] in (0, 1) or not any(strides[a] == 1 for a in axes) or \
+  # j: where the heuristic puts the vector lanes, the axis along which the output is contiguous (chapter 6b)
+  j = lane_axis(ShapeTracker.from_shape(tuple(1 if a in axes else n for a, n in enumerate(shape))))
+  if j is None or strides[j] in (0, 1) or not any(strides[a] == 1 for a in axes) or \
      prod(n for n, s in zip(shape, strides) if s == 0) < 16: return None
   # the packed layout: the other axes the input moves along (outputs outermost, then the reduce), and j innermost
   moving = [a for a in range(len(shape)) if shape[a] > 1 and strides[a] != 0]
