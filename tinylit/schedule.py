@@ -131,9 +131,9 @@ class Decider:
     self.asked = dict.fromkeys(outs)
     self.kernel: dict[LazyBuffer, LazyBuffer] = {}          # each kernel's output -> the kernel (its first output)
     self.members: dict[LazyBuffer, list[LazyBuffer]] = {}   # kernel -> its outputs
-    self.reads: dict[LazyBuffer, dict[tuple, None]] = {}      # base -> its reads: (kernel, view, the reduce's axes if inside one)
+    self.reads: dict[LazyBuffer, dict[tuple, None]] = {}    # base -> its reads: (kernel, view, a reduce's axes if inside it)
     self.reduce: dict[LazyBuffer, LazyBuffer] = {}          # kernel -> the reduce it computes (one at most)
-    self.forced: set[LazyBuffer] = set()
+    self.forced: set[LazyBuffer] = set()   # realized whatever reads them: a copy's source, a write's target, old values
     self.d = Decisions()
     self.graph = self.collect()
 
@@ -175,6 +175,7 @@ class Decider:
 
   # ---- the rules, in chapter 4's order
   def realizes(self, b: LazyBuffer, reads: dict[tuple, None]) -> bool:
+    "Does `b` get a buffer of its own? The rules in order; `reads` are all the ways kernels read it."
     if b in self.asked or b in self.forced or alone(b): return True                # rule 4: asked for, or never fused
     if b.op is Ops.CONST: return False                                               # a constant is always inlined
     kernels = {self.kernel[k] for k, _, _ in reads}
