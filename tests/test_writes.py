@@ -58,6 +58,23 @@ def test_a_folded_op_is_still_a_new_tensor(device, fold):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_held_value_that_reads_the_old_contents_through_its_sources(device):
+  """v3 reads v0's memory through an op it doesn't hold (a NEG of a view), and v1's write reads v3: v3 is computed from
+  the old contents before the write, as torch's v3 was (found by tests/fuzz_state.py, seed 12, on the three-phase
+  scheduler's first version, which stored only the held values that read a target directly)."""
+  v0 = Tensor(np.arange(6, dtype=np.float32).reshape(1, 2, 3), device=device).realize()
+  v1 = v0.permute((2, 0, 1))
+  v2 = v1 * 2
+  v2.assign(v2.flip(0))
+  v3 = v2 - v1
+  v1 += v3
+  old = np.arange(6, dtype=np.float32).reshape(1, 2, 3).transpose(2, 0, 1)
+  want_v3 = (old * 2)[::-1] - old
+  np.testing.assert_equal(v3.numpy(), want_v3)
+  np.testing.assert_equal(v1.numpy(), old + want_v3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_a_pending_write_does_not_see_a_later_one(device):
   a = Tensor([1.0, 2, 3], device=device).realize()
   b = Tensor.zeros(3, device=device).contiguous().realize()

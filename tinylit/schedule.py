@@ -153,9 +153,14 @@ class Decider:
       if not extra: break
       roots += [r for r in dict.fromkeys(extra) if r not in roots]
     for t, ws in self.writers.items():
+      # an old value that something outside this graph still wants is stored before the write
       for r in t.pending_readers():
-        # an old value that something outside this graph still wants is stored before the write: `v = ~a; a.assign(v)`
         if r in nodes and r not in ws and not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes): self.forced.add(r)
+      # and so is a part of a write's value that reads the old contents, if anything else can still ask for it: in
+      # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
+      for a in ws:
+        value = fused(a.srcs[0])
+        self.forced.update(r for r in _readers_of(t, value) if r.wanted(besides=value | {a}))
     self.forced.update(self.cycles(roots))
     self.asked = dict.fromkeys(roots)
     return order
