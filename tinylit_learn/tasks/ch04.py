@@ -118,8 +118,9 @@ def check_order():
 def kernel_count(*tensors) -> int:
   "Phase 1 alone: how many kernels the Decider makes for `tensors` (`_schedule`'s first line)."
   from tinylit.schedule import Decider
-  outs = list(dict.fromkeys(t.lazydata.base for t in tensors if t.lazydata.base.realized is None))
-  return len(Decider(outs).decide().kernels)
+  # what create_schedule hands the Decider: no constant (it stays a number), no base that has its buffer already
+  lbs = [t.lazydata for t in tensors if not t.lazydata.is_unrealized_const()]
+  return len(Decider(list(dict.fromkeys(lb.base for lb in lbs if lb.base.realized is None))).decide().kernels)
 
 
 def np_softmax(a):
@@ -168,6 +169,10 @@ def check_realizes():
     ("e.exp() @ e with e = m[:4, :4] (fewer than 64 elements: recomputed)", 1, lambda a, c, m, x: (e := m[:4, :4]).exp() @ e,
      lambda a, c, m, x: np.exp(m[:4, :4]) @ m[:4, :4]),
   ]
+  # first a graph of constants: an input Tensor from numpy allocates memory (chapter 8's allocator, a task of its own)
+  with case("Tensor.full((3, 4), 2.0).contiguous() (rule 4: alone; its constant is computed inline)"):
+    got = kernel_count(Tensor.full((3, 4), 2.0).contiguous())
+    expect(got == 1, f"expected 1 kernel, got {got}")
   for name, want, tinylit_fn, _ in cases:
     with case(f"kernels of {name}"):
       got = kernel_count(tinylit_fn(*map(Tensor, inputs)))
@@ -212,6 +217,9 @@ def check_realizes():
     expect(a.numpy().tolist() == [11] * 4 and b.numpy().tolist() == [1, 2, 3, 4],
            f"expected a = [11, 11, 11, 11] and b = [1, 2, 3, 4], got {a.numpy().tolist()} and {b.numpy().tolist()}")
   # the values, through the whole pipeline
+  with case("the value of Tensor.full((3, 4), 2.0).contiguous()"):
+    got = Tensor.full((3, 4), 2.0).contiguous().numpy()
+    expect(got.tolist() == [[2.0] * 4] * 3, f"expected 2.0 everywhere, got {got.tolist()}")
   for name, _, tinylit_fn, numpy_fn in cases:
     with case(f"the value of {name}"):
       got, want = tinylit_fn(*map(Tensor, inputs)).numpy(), numpy_fn(*inputs)
