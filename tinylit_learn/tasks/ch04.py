@@ -241,11 +241,12 @@ TASKS = [
        "per kernel: new, on the path, placed.", check_order),
   Task("04.2", "write Decider.realizes(b, reads): phase 1's rules, in chapter order, as one predicate: does base `b` get "
        "a buffer of its own? `reads` holds one (kernel, view, reduce axes) triple per way a kernel reads it. True if b "
-       "is asked for (self.asked), forced (self.forced) or `alone`; a constant, never; then, with the kernels that read "
+       "is asked for (self.asked), forced (self.forced) or `alone`; False for a constant (CONST); then, with the kernels that read "
        "it (self.kernel[k] for each read), True if rule 6's self.read_too_late(b, kernels); a REDUCE_AXIS is stored "
        "unless self.fuses(b, reads, kernels) (rule 3, which also joins the reduce to its reader's kernel: ask it last); "
        "any other base is stored if some read goes through a broadcast that makes it costly to recompute: b has 64+ "
        "elements, the view's _expansion(st) is 4 or more, and costly(b, that expansion) (rule 4). Chapter 4's 'Where "
        "kernels split, and why' and the cell before Decider.",
-       "five ifs; sizes may be symbolic: compare them with resolve(...).", check_realizes),
+       "an if per rule, the broadcast rule last as any(...) over the reads; sizes may be symbolic (a KV cache's "
+       "start_pos): compare them with resolve(...).", check_realizes),
 ]
