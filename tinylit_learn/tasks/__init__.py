@@ -4,7 +4,7 @@ A chapter module lists its tasks as `TASKS`; a task's `check` runs in the gradin
 imports `tinylit` itself (the learner's package) and raises `Fail` with the first case that went wrong. The modules
 import nothing of tinylit at the top, so the command line can read statements without loading any compiler.
 
-Adding a chapter's tasks (chapters 04 and 06b next):
+Adding a chapter's tasks (chapter 06b next):
 1. in its notebook, mark each task's exported cell(s) with `#| task CH.N name [Class.method ...]` after `#| export`
    (nbdev drops the line from the module: `nbdev_export` must leave tinylit/ unchanged);
 2. write `chCH.py` here: a check per task that calls the task's own functions first (a blank body then fails with
@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-# the chapters with tasks, in course order (04 and 06b get theirs once their rework lands)
-CHAPTERS = ["01b", "02", "03", "03a", "04a", "05", "05a", "06", "07", "08", "08d", "09"]
+# the chapters with tasks, in course order (06b gets its own once its rework lands)
+CHAPTERS = ["01b", "02", "03", "03a", "04", "04a", "05", "05a", "06", "07", "08", "08d", "09"]
 # chapters whose downstream check also runs the differential fuzzer (tests/fuzz.py) on a few programs
-COMPILER_CHAPTERS = {"02", "03", "03a", "04a", "05", "05a", "06", "07", "08", "08d"}
+COMPILER_CHAPTERS = {"02", "03", "03a", "04", "04a", "05", "05a", "06", "07", "08", "08d"}
 
 
 @dataclass(frozen=True)
