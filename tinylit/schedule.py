@@ -198,7 +198,7 @@ class Decider:
     k = self.merge(kernels)
     self.reduce[k] = r
     # the kernel runs in the reduce's shape, which its reader may have reshaped (`sum(1)` without keepdim)
-    if (shape := next(iter(reads))[1].shape) != r.shape: self.d.shapes[k] = r.shape
+    if next(iter(reads))[1].shape != r.shape: self.d.shapes[k] = r.shape
     return True
 
   def share(self, kernels: set[LazyBuffer]) -> bool:
