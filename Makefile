@@ -133,11 +133,12 @@ dist: setup ## build the sdist and the wheel into dist/, check them (tools/relea
 	$(SMOKE_VENV)/bin/python -m pip install -q --progress-bar off --disable-pip-version-check dist/*.whl
 	$(SMOKE_VENV)/bin/python tools/smoke_test.py
 
-bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch; memory of training steps with and without the memory planner
+bench: setup ## speed against numpy, ratios measured in one run (QUICK=1 for small sizes); on a GPU, CUDA against torch; memory of training steps with and without the memory planner, and peak RSS beside torch's; nanoGPT's CPU run against torch
 	$(BIN)/python benchmarks/bench.py $(if $(QUICK),--quick)
 	$(BIN)/python benchmarks/bench_cuda.py
-	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_memory.py $(if $(QUICK),--no-rss)
 	$(BIN)/python benchmarks/bench_gpt.py $(if $(QUICK),--quick)
+	$(BIN)/python benchmarks/bench_nanogpt.py $(if $(QUICK),--quick)
 
 lint: setup ## ruff over the whole repo (config: ruff.toml)
 	$(BIN)/ruff check .
