@@ -78,13 +78,11 @@ def alone(base: LazyBuffer) -> bool:
   "Rule 4's bases that are never fused into a reader: memory of their own by definition (a copy, a write, `contiguous()`)."
   return base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
 
-def fused(lb: LazyBuffer, reduces: bool = True) -> set[LazyBuffer]:
-  """The bases a kernel computing `lb` would compute inline if no reduce or broadcast rule stored any of them (with
-  `reduces=False`, none of the reduces below `lb` either)."""
+def fused(lb: LazyBuffer) -> set[LazyBuffer]:
+  "The bases a kernel computing `lb` would compute inline if no reduce or broadcast rule stored any of them."
   out, stack = set(), [lb.base]
   while stack:
-    b = stack.pop()
-    if b in out or (b is not lb.base and (b.realized is not None or alone(b) or (not reduces and b.op is Ops.REDUCE_AXIS))): continue
+    if (b := stack.pop()) in out or (b is not lb.base and (b.realized is not None or alone(b))): continue
     out.add(b)
     stack.extend(s.base for s in b.srcs)
   return out
@@ -108,9 +106,10 @@ def depends_on(lb: LazyBuffer, other: LazyBuffer) -> bool:
 def costly(lb: LazyBuffer, reads: sint) -> bool:
   """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
   transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
-  every column). A reduce below it doesn't count: read through the broadcast, it is stored anyway (rule 4)."""
-  f = fused(lb, reduces=False)
-  return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD) for b in f) \
+  every column). A reduce below it counts too, fused or not: in a GPT's backward, the products that inlined the
+  padded gradients of q, k and v instead of loading them were the step's slowest kernels by far."""
+  f = fused(lb)
+  return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in f) \
     or len(f) >= (4 if resolve(reads >= 64) else 16)
 
 @dataclass
