@@ -75,6 +75,28 @@ def test_a_held_value_that_reads_the_old_contents_through_its_sources(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_graph_held_by_autograd_reads_a_copy_of_the_weights_written_after_it(device):
+  """Issue 31's 2.6 GB: a loss whose autograd graph is alive holds the matmul's broadcast product `x[:, :, None] * W`,
+  never stored (fused into the matmul). An optimizer's write to W must not compute that product first (it is 48x W
+  here): the scheduler copies W's old contents instead, and the product reads the copy. What the graph computes after
+  the write, the activations and W's gradient, is still that of the old W, as torch's would be."""
+  rng = np.random.default_rng(0)
+  xn, wn = rng.standard_normal((48, 64), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+  x, W = Tensor(xn, device=device).realize(), Tensor(wn, device=device, requires_grad=True).realize()
+  h = (x @ W).relu()
+  loss = h.sum()
+  loss.realize()
+  product = W.lazydata.base.readers
+  assert [r.shape for r in product] == [(48, 32, 64)]   # (the test's premise: the product reads W and is held)
+  W.assign(W.detach() - 1).realize()
+  assert product[0].realized is None and W.lazydata.base not in [s.base for s in product[0].srcs]
+  np.testing.assert_allclose(h.numpy(), np.maximum(xn @ wn, 0), rtol=1e-5, atol=1e-5)
+  loss.backward()
+  np.testing.assert_allclose(W.grad.numpy(), xn.T @ ((xn @ wn) > 0).astype(np.float32), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(W.numpy(), wn - 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_a_pending_write_does_not_see_a_later_one(device):
   a = Tensor([1.0, 2, 3], device=device).realize()
   b = Tensor.zeros(3, device=device).contiguous().realize()

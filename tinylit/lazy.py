@@ -131,13 +131,22 @@ class LazyBuffer(MathTrait):
     "The device buffer, once this base has been computed."
     return self.buffer if self._base is None and self.op is Ops.BUFFER else None
   def become_buffer(self) -> None:
-    """The one change of state a base goes through: after its kernel ran, it *is* its buffer. Its op becomes `BUFFER`,
+    """The main change of state a base goes through: after its kernel ran, it *is* its buffer. Its op becomes `BUFFER`,
     its sources go (the graph behind it can be freed; it no longer counts among their readers), and it leaves the
     dedup cache, whose key names the sources by id: once they are freed, a new node could reuse an id and match."""
     self.op, self.arg, self.srcs, self.forced_realize = Ops.BUFFER, None, (), False
     # one lookup (pop), not get-then-del: the key holds a ShapeTracker and a dtype, whose hashes are computed in Python
     if self.cache_key is not None and (cached := lazycache.pop(self.cache_key, None)) is not None and cached is not self:
       lazycache[self.cache_key] = cached   # another node under this key (never seen: a live node's key is its own)
+  def replace_source(self, old: LazyBuffer, new: LazyBuffer) -> None:
+    """The other one: read the base `new` (through the same views) wherever this base reads the base `old`. Chapter 4
+    calls it when `old` is about to be overwritten in place and `new` is a copy of its contents. It leaves the dedup
+    cache, whose key names the old sources."""
+    self.srcs = tuple(s if s.base is not old else new if s is old else new._view(s.st) for s in self.srcs)
+    old._readers.pop(id(self))
+    new.add_reader(self)
+    if self.cache_key is not None: lazycache.pop(self.cache_key, None)
+    self.cache_key = None
 
   # ---- who reads a base and who holds it: chapter 4 asks before it overwrites memory in place or shares it
   def add_reader(self, reader: LazyBuffer) -> None:
@@ -160,9 +169,6 @@ class LazyBuffer(MathTrait):
   def holders(self) -> list:
     "The live Tensors holding this base or a view of it: values somebody can still ask for."
     return self._holders.values() if self._holders is not None else []
-  def pending_readers(self) -> list[LazyBuffer]:
-    "The live, not yet computed bases that read this base: an in-place write to its memory must wait for them."
-    return self.readers
   def wanted(self, besides: set[LazyBuffer]) -> bool:
     "Can this base still be asked for by anything but the bases in `besides`: a Tensor, or another live base?"
     return bool(self.holders) or any(r not in besides for r in self.readers)

@@ -141,7 +141,9 @@ class Decider:
   # ---- the graph, with the reads a write makes wait (rule 6)
   def collect(self) -> list[LazyBuffer]:
     """The bases to decide, readers before what they read, down to realized ones. A write's target may have readers
-    outside this graph, made before the write and still wanted: they are computed now, before it."""
+    outside this graph, made before the write and still wanted: they are computed now, before it, unless they are
+    bigger than the target (a matmul's broadcast product, held by an autograd graph): then a copy of the target is,
+    and they read that instead."""
     roots = list(self.asked)
     while True:
       order, nodes = _readers_first(roots)
@@ -149,13 +151,19 @@ class Decider:
       for b in order:
         if b.op is Ops.ASSIGN: self.writers.setdefault(b.srcs[1].base, []).append(b)
       self.after = {a: _readers_of(a, nodes) for ws in self.writers.values() for a in ws}
-      extra = [r for t, ws in self.writers.items() for r in t.pending_readers() if r not in nodes
-               and not any(depends_on(r, a) for a in ws)]
+      extra: dict[LazyBuffer, None] = {}
+      for t, ws in self.writers.items():
+        outside = [r for r in t.readers if r not in nodes and not any(depends_on(r, a) for a in ws)]
+        if resolve(sum(r.size for r in outside) > t.size, False):
+          copy = t.clone()
+          for r in outside: r.replace_source(t, copy)
+          outside = [copy]
+        extra.update(dict.fromkeys(outside))
       if not extra: break
-      roots += [r for r in dict.fromkeys(extra) if r not in roots]
+      roots += [r for r in extra if r not in roots]
     for t, ws in self.writers.items():
       # an old value that something outside this graph still wants is stored before the write
-      for r in t.pending_readers():
+      for r in t.readers:
         if r in nodes and r not in ws and not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes): self.forced.add(r)
       # and so is a part of a write's value that reads the old contents, if anything else can still ask for it: in
       # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
