@@ -6,7 +6,6 @@
 from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 from .dtype import dtypes
 from .helpers import NO_MEMORY_PLANNER
@@ -15,7 +14,7 @@ from .device import Buffer
 if TYPE_CHECKING: from tinylit.schedule import ScheduleItem   # the planner sees items' buffers, never the lazy graph
 
 # %% auto #0
-__all__ = ['elementwise_inputs', 'internal_memory_planner', 'memory_order', 'memory_plan', 'memory_planner', 'planned_memory']
+__all__ = ['elementwise_inputs', 'internal_memory_planner', 'memory_order', 'memory_plan', 'planned_memory']
 
 # %% ../nbs/04a_memory.ipynb #c0bc0add
 def elementwise_inputs(si: ScheduleItem) -> set[int]:
@@ -118,12 +117,6 @@ def memory_plan(schedule: list[ScheduleItem], temps: set[Buffer]) -> tuple[list[
     plans.append((sum(block.nbytes for block in {view.base for view in assigned.values()}), order, assigned))
   _, order, assigned = min(plans, key=lambda plan: plan[0])   # on a tie, the scheduler's order
   return order, assigned
-
-def memory_planner(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[ScheduleItem]:
-  """The schedule with intermediates `temps` whose lifetimes don't overlap (or that an elementwise kernel overwrites in
-  place) sharing memory, in the order `memory_plan` chose. `NO_MEMORY_PLANNER=1`: unchanged."""
-  order, assigned = memory_plan(schedule, temps)
-  return [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in order]
 
 def planned_memory(buffers: list[Sequence[Buffer]]) -> tuple[int, int]:
   "Bytes of the planned buffers (the views), and of the blocks they share: the memory without and with the planner."
