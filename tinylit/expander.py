@@ -12,7 +12,7 @@ from .helpers import TRANSCENDENTAL
 from .ops import Ops, GroupOp, UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .ops import split_add
-from .symbolic import fold_constants, symbolic
+from .symbolic import fold_constants
 
 # %% auto #0
 __all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'transcendental', 'cleanup', 'vector_cleanup',
@@ -34,7 +34,7 @@ class ExpandContext:
   def depends(self, u: UOp) -> bool: return _depends(u, self.lane, self.memo)
   def at(self, u: UOp, i: int) -> UOp:
     "`u` in lane `i`: the lane range replaced by the constant i."
-    return graph_rewrite(u.substitute({self.lane: UOp.const(dtypes.int32, i)}), symbolic)
+    return u.substitute({self.lane: UOp.const(dtypes.int32, i)}).simplify()
 
 # %% ../nbs/06a_expander.ipynb #e8a9f37e
 def _split_lane(ctx: ExpandContext, idx: UOp) -> tuple[UOp, int] | None:

@@ -109,7 +109,10 @@ class KernelShape:
   @property
   def full_shape(self) -> tuple[int, ...]:
     "The loop nest: every view of the kernel has this rank; reduce axes are 1 in the output's view."
-    return tuple(next((x for x in s if x != 1), 1) for s in zip(*[st.shape for st in self.sts.values()]))
+    # asked for thousands of times per kernel: computed again only when a view changed
+    if (views := tuple(self.sts.values())) != self.__dict__.get("_views"):
+      self._views, self._full_shape = views, tuple(next((x for x in s if x != 1), 1) for s in zip(*[st.shape for st in views]))
+    return self._full_shape
   @property
   def output_shape(self) -> tuple[int, ...]: return self.sts[self.output_st].shape
   @property

@@ -218,6 +218,8 @@ class MathTrait(SimpleMathTrait):
   __lt__, __gt__, __le__, __ge__ = operator("lt"), operator("gt"), operator("le"), operator("ge")
 
 # %% ../nbs/03_uop.ipynb #327defc6
+_simplified: dict[UOp, UOp] = {}   # UOp.simplify's answers (at most 65,536: then it starts again)
+
 class UOp(MathTrait, metaclass=UOpMetaClass):
   """A node of the kernel IR: an op, the dtype it produces, its sources, and an op-specific argument. Its Python operators
   (`i*4 + j`, `idx < n`) come from `MathTrait`."""
@@ -331,10 +333,14 @@ class UOp(MathTrait, metaclass=UOpMetaClass):
   def vmax(self): return self._min_max[1]
 
   def simplify(self) -> UOp:
-    "Rewrite with the symbolic rules of chapter 5a until nothing changes."
-    from tinylit.symbolic import symbolic  # the rules sit above UOp in the layers
-    from tinylit.pattern import graph_rewrite
-    return graph_rewrite(self, symbolic)
+    """Rewrite with the symbolic rules of chapter 5a until nothing changes. A UOp never changes, so the answer is
+    remembered: code generation asks for the same index expressions again and again (a fifth of its time)."""
+    if (ret := _simplified.get(self)) is None:
+      from tinylit.symbolic import symbolic  # the rules sit above UOp in the layers
+      from tinylit.pattern import graph_rewrite
+      if len(_simplified) >= 1 << 16: _simplified.clear()
+      _simplified[self] = ret = graph_rewrite(self, symbolic)
+    return ret
   def render(self, simplify=True) -> str:
     "This expression as readable (C-like) text: `((idx0*4)+idx1)` (a reduce range reads `ridx0`)."
     return render_symbolic(self.simplify() if simplify else self)

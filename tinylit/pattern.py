@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_pattern.ipynb #29b04480
 from __future__ import annotations
-import inspect, itertools
+import functools, inspect, itertools
 from typing import Any, Callable
 from .dtype import DType
 from .ops import GroupOp, MathTrait, Ops, UOp
@@ -60,12 +60,15 @@ class UPat(MathTrait):
     return results
 
 # %% ../nbs/05_pattern.ipynb #adb9d514
+@functools.cache   # `pm1 + pm2` makes a new matcher, and asking Python for a signature is slow
+def _takes_ctx(fxn: Callable) -> bool: return "ctx" in inspect.signature(fxn).parameters
+
 class PatternMatcher:
   """An ordered list of (pattern, function) rules; the first rule whose function returns a UOp wins. A function
   whose first parameter is named `ctx` also gets the rewrite's context, so rule sets with and without one combine."""
   def __init__(self, patterns: list[tuple[UPat, Callable]]):
     self.patterns = patterns
-    self.takes_ctx = {fxn: "ctx" in inspect.signature(fxn).parameters for _, fxn in patterns}
+    self.takes_ctx = {fxn: _takes_ctx(fxn) for _, fxn in patterns}
     self.by_op: dict[Ops, list[tuple[UPat, Callable]]] = {}
     self.any_op: list[tuple[UPat, Callable]] = []
     for pat, fxn in patterns:
