@@ -92,8 +92,7 @@ class KernelShape:
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[Opt] = []
     self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = self.blocked = 0
-    # PADTO's padded axes: for each, a view that reads the position along the axis, the axis's size before padding,
-    # and the views masked there
+    # PADTO's padded axes, each as: a view reading the position along it, its size before padding, the views masked
     self.pads: list[tuple[ShapeTracker, int, frozenset[ShapeTracker]]] = []
     self.fold_views()
     # loops over the output's axes first, reduce axes last (their order among themselves unchanged)
@@ -108,8 +107,7 @@ class KernelShape:
   # ---- shapes
   @property
   def full_shape(self) -> tuple[int, ...]:
-    "The loop nest: every view of the kernel has this rank; reduce axes are 1 in the output's view."
-    # asked for thousands of times per kernel: computed again only when a view changed
+    "The loop nest: every view has this rank; reduce axes are 1 in the output's view. (Computed when a view changed.)"
     if (views := tuple(self.sts.values())) != self.__dict__.get("_views"):
       self._views, self._full_shape = views, tuple(next((x for x in s if x != 1), 1) for s in zip(*[st.shape for st in views]))
     return self._full_shape
