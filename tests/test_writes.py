@@ -6,7 +6,7 @@ import pytest
 from devices import DEVICES
 
 from tinylit import Tensor, TinyJit
-from tinylit.ops import Variable
+from tinylit.ops import Ops, Variable
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -94,6 +94,25 @@ def test_a_graph_held_by_autograd_reads_a_copy_of_the_weights_written_after_it(d
   loss.backward()
   np.testing.assert_allclose(W.grad.numpy(), xn.T @ ((xn @ wn) > 0).astype(np.float32), rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(W.numpy(), wn - 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_step_on_the_batch_a_held_graph_saw_stores_no_broadcast_product(device):
+  """The same, when the training step's graph is the held one (the same batch, so the same nodes): the product is in
+  the step's graph and wanted outside it. It reads a copy of W too, and stays fused into the step's matmuls."""
+  rng = np.random.default_rng(1)
+  xn, wn = rng.standard_normal((48, 64), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+  x, W = Tensor(xn, device=device).realize(), Tensor(wn, device=device, requires_grad=True).realize()
+  held = (x @ W).relu()
+  held.sum().realize()
+  loss = (x @ W).relu().sum()
+  loss.backward()
+  sched = W.assign(W.detach() - 0.5 * W.grad).schedule()
+  assert all(si.ast.op is not Ops.SINK or si.bufs[0].size < 48 * 32 * 64 for si in sched)   # no product stored
+  Tensor.realize(W)
+  mask = ((xn @ wn) > 0).astype(np.float32)
+  np.testing.assert_allclose(W.numpy(), wn - 0.5 * xn.T @ mask, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(held.numpy(), np.maximum(xn @ wn, 0), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -141,9 +141,9 @@ class Decider:
   # ---- the graph, with the reads a write makes wait (rule 6)
   def collect(self) -> list[LazyBuffer]:
     """The bases to decide, readers before what they read, down to realized ones. A write's target may have readers
-    outside this graph, made before the write and still wanted: they are computed now, before it, unless they are
-    bigger than the target (a matmul's broadcast product, held by an autograd graph): then a copy of the target is,
-    and they read that instead."""
+    outside this graph, made before the write and still wanted: they are computed now, before it, unless they (with
+    the readers in it that something outside wants) are bigger than the target, as a matmul's broadcast product that
+    an autograd graph holds: then a copy of the target is, and they read that instead."""
     roots = list(self.asked)
     while True:
       order, nodes = _readers_first(roots)
@@ -153,12 +153,15 @@ class Decider:
       self.after = {a: _readers_of(a, nodes) for ws in self.writers.values() for a in ws}
       extra: dict[LazyBuffer, None] = {}
       for t, ws in self.writers.items():
-        outside = [r for r in t.readers if r not in nodes and not any(depends_on(r, a) for a in ws)]
-        if resolve(sum(r.size for r in outside) > t.size, False):
+        # the readers of its old contents that something may still ask for: those outside this graph, and those in it
+        # that something outside wants
+        old = [r for r in t.readers if r not in ws and (not any(depends_on(r, a) for a in ws) if r not in nodes else
+               not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes))]
+        if resolve(sum(r.size for r in old) > t.size, False):
           copy = t.clone()
-          for r in outside: r.replace_source(t, copy)
-          outside = [copy]
-        extra.update(dict.fromkeys(outside))
+          for r in old: r.replace_source(t, copy)
+          old = [copy]
+        extra.update((r, None) for r in old if r not in nodes)
       if not extra: break
       roots += [r for r in extra if r not in roots]
     for t, ws in self.writers.items():
