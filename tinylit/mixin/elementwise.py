@@ -35,8 +35,8 @@ class ArithmeticMethods(SimpleMathTrait):
         else dtypes.from_py(y)
       # made at x's shape at once: chapter 2's constant is one value, reshaped and expanded to the shape it is asked for,
       # the same nodes a scalar Tensor broadcast below would get, without a Function, a Tensor and a Storage for each of
-      # its two moves. Every `x * 2` and `x + 1` passes here
-      y = T(LazyBuffer.metaop(Ops.CONST, x.shape, y_dtype, x.device, dtypes.as_const(y, y_dtype)), requires_grad=False)
+      # its two moves. Every `x * 2` and `x + 1` passes here. (metaop wraps the value into the dtype: `dtypes.as_const`)
+      y = T(LazyBuffer.metaop(Ops.CONST, x.shape, y_dtype, x.device, y), requires_grad=False)
     if x.device != y.device:
       raise RuntimeError(f"{op}: tensors on different devices: {x.shape} on {x.device} and {y.shape} on {y.device}")
     if match_dtype and x.dtype != y.dtype:
