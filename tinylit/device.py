@@ -15,31 +15,35 @@ from .ops import UOp
 from .renderer import ProgramSpec   # the renderer's layer is below this one: launch reads its ProgramSpec
 
 # %% auto #0
-__all__ = ['Device', 'LRU', 'GlobalCounters', 'Allocator', 'Buffer', 'Compiler', 'compile_async', 'Compiled',
+__all__ = ['GlobalCounters', 'Device', 'LRU', 'Allocator', 'Buffer', 'Compiler', 'compile_async', 'Compiled',
            'is_dtype_supported', 'LRUAllocator', 'launch']
 
 # %% ../nbs/08_runtime.ipynb #1b0eaab7
-class GlobalCounters:
+class _GlobalCounters:
   "Running totals that DEBUG output reports: memory in use and its peak (in all, and per device), kernels run, time, work."
-  mem_used = mem_peak = kernel_count = global_ops = global_mem = 0
-  time_sum_s = 0.0
-  mem_used_per_device: dict[str, int] = {}
-  mem_peak_per_device: dict[str, int] = {}
-  @staticmethod
-  def track_mem(device: str, nbytes: int) -> None:
+  def __init__(self):
+    self.mem_used = self.mem_peak = self.kernel_count = self.global_ops = self.global_mem = 0
+    self.time_sum_s = 0.0
+    self.mem_used_per_device: dict[str, int] = {}
+    self.mem_peak_per_device: dict[str, int] = {}
+  def track_mem(self, device: str, nbytes: int) -> None:
     "Count `nbytes` taken on `device` (given back, if negative), raising the peaks when they are passed."
     # every allocation and free passes here (twice per realize of a small kernel): compare, don't call max()
-    used = GlobalCounters.mem_used = GlobalCounters.mem_used + nbytes
-    if used > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
-    per_device = GlobalCounters.mem_used_per_device
+    used = self.mem_used = self.mem_used + nbytes
+    if used > self.mem_peak: self.mem_peak = used
+    per_device = self.mem_used_per_device
     used = per_device[device] = per_device.get(device, 0) + nbytes
-    if used > GlobalCounters.mem_peak_per_device.get(device, 0): GlobalCounters.mem_peak_per_device[device] = used
-  @staticmethod
-  def reset():
-    GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
-    GlobalCounters.time_sum_s = 0.0
-    GlobalCounters.mem_peak = GlobalCounters.mem_used
-    GlobalCounters.mem_peak_per_device = dict(GlobalCounters.mem_used_per_device)
+    if used > self.mem_peak_per_device.get(device, 0): self.mem_peak_per_device[device] = used
+  def reset(self) -> None:
+    self.kernel_count = self.global_ops = self.global_mem = 0
+    self.time_sum_s = 0.0
+    self.mem_peak = self.mem_used
+    self.mem_peak_per_device = dict(self.mem_used_per_device)
+
+# the one set of totals: an object, where tinygrad's is a class of class attributes. Every allocation, free and kernel
+# run stores into it, and a store into a class's attribute makes Python forget its attribute lookups on that class
+# (each later one walks the class's bases again); an object's attributes are plain dict entries
+GlobalCounters = _GlobalCounters()
 
 # %% ../nbs/08_runtime.ipynb #2fbd4636
 class Allocator:

@@ -69,7 +69,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
   if srcs and op is not Ops.ASSIGN:
-    for s in srcs: s.base.add_reader(ret)
+    for s in srcs: (s._base if s._base is not None else s).add_reader(ret)   # the field: `base` costs a call per source
   ret.cache_key = key if cacheable else None
   return ret
 
@@ -109,6 +109,10 @@ class LazyBuffer(MathTrait):
   """Either a *base* -- an op with sources that will be one buffer when realized -- or a *view*:
   a ShapeTracker onto a base. Movement ops make views; everything else makes a new base. Its Python operators
   (`x * y + 1`, `x < 0`, `c.where(x, y)`) come from `MathTrait` (chapter 3), built on `alu` and `const_like`."""
+  # its fields in slots, not a dict: every op makes a LazyBuffer and reads its fields, and both cost less (a view has
+  # no op, arg, srcs or buffer: reading one is an AttributeError, as it would be without slots)
+  __slots__ = ("device", "st", "dtype", "shape", "size", "cache_key", "_base", "op", "arg", "srcs", "buffer",
+               "forced_realize", "_readers", "_holders", "__weakref__")
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
     self.device, self.st, self.dtype, self.shape, self.size = device, st, dtype, st.shape, st.size
@@ -177,7 +181,9 @@ class LazyBuffer(MathTrait):
     return (self._base if self._base is not None else self).op is Ops.CONST
   def is_unrealized_unmasked_const(self) -> bool:
     "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
-    return self.is_unrealized_const() and not isinstance(self.base.arg, UOp) and all(v.mask is None for v in self.st.views)
+    # written out, not through is_unrealized_const and `base`: every op asks this of each of its sources
+    base = self._base if self._base is not None else self
+    return base.op is Ops.CONST and not isinstance(base.arg, UOp) and all([v.mask is None for v in self.st.views])
   def __repr__(self):
     if self._base is not None: return f"<LB {self.device} {self.shape} {self.dtype} view of {self.base!r}>"
     what = "realized" if self.realized else f"{self.op.name}" + (f" {self.arg}" if self.arg is not None else "")

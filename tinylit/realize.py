@@ -109,19 +109,18 @@ class ExecItem:
   mem: int | None = field(default=None, repr=False)
   def run(self, var_vals: dict[UOp, int] | None = None, jit: bool = False) -> float:
     "Run on `bufs`, with `var_vals` (TinyJit passes each replay's) or those this item was made with."
-    var_vals = self.var_vals if var_vals is None else var_vals
-    for b in self.bufs:
+    var_vals, prg, bufs = self.var_vals if var_vals is None else var_vals, self.prg, self.bufs
+    for b in bufs:
       if b._buf is None: b.allocate()   # `is_allocated`, without a property call for every buffer of every launch
-    et = self.prg(self.bufs, var_vals)
-    ops = op if isinstance(op := self.prg.op_estimate, int) else sym_infer(op, var_vals)
-    if self.mem is None: self.mem = sum([b.nbytes for b in self.bufs])
+    et = prg(bufs, var_vals)
+    ops = op if isinstance(op := prg.op_estimate, int) else sym_infer(op, var_vals)
+    if (mem := self.mem) is None: mem = self.mem = sum([b.nbytes for b in bufs])
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
-    mem = self.mem
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG.value >= 2: print_kernel_line(self.prg, len(self.bufs), et, mem, jit, ops)   # .value: no call per launch
-    self.prg.first_run = False
+    if DEBUG.value >= 2: print_kernel_line(prg, len(bufs), et, mem, jit, ops)   # .value: no call per launch
+    prg.first_run = False
     return et
 
 # %% ../nbs/08b_realize.ipynb #cdc78cf1

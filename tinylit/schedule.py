@@ -502,8 +502,8 @@ def _cached_schedule(key: tuple | None) -> tuple[list[ScheduleItem], list[tuple[
   """The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this
   one's buffers, and the bases each computes."""
   if key is None or (kernels := _schedule_cache.get(key[0])) is None: return None
-  return ([ScheduleItem(ast, tuple(key[1][k].buffer for k in bufs)) for ast, bufs, _ in kernels],
-          [tuple(key[1][k] for k in computes) for _, _, computes in kernels])
+  return ([ScheduleItem(ast, tuple([key[1][k].buffer for k in bufs])) for ast, bufs, _ in kernels],
+          [tuple([key[1][k] for k in computes]) for _, _, computes in kernels])
 
 def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]]) -> None:
   "Remember a graph's schedule (a few thousand graphs at most: a bound variable's value is in the key)."

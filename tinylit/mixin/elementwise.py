@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING
 import numpy as np
 from ..dtype import DTypeError, bf16_to_float, dtypes, least_upper_dtype, least_upper_float, to_dtype
-from ..ops import SimpleMathTrait, UOp, operator
+from ..ops import Ops, SimpleMathTrait, UOp, operator
+from ..lazy import LazyBuffer
 from ..jit import JitError, is_capturing
 from . import ArgumentError, broadcast_shape
 import tinylit.function as F
@@ -32,7 +33,10 @@ class ArithmeticMethods(SimpleMathTrait):
       # a Python number is weakly typed: it takes the tensor's dtype where that holds it
       y_dtype = x.dtype if dtypes.is_float(x.dtype) or (dtypes.is_int(x.dtype) and isinstance(y, int) and not isinstance(y, bool)) \
         else dtypes.from_py(y)
-      y = T(dtypes.as_const(y, y_dtype), x.device, y_dtype, requires_grad=False)
+      # made at x's shape at once: chapter 2's constant is one value, reshaped and expanded to the shape it is asked for,
+      # the same nodes a scalar Tensor broadcast below would get, without a Function, a Tensor and a Storage for each of
+      # its two moves. Every `x * 2` and `x + 1` passes here. (metaop wraps the value into the dtype: `dtypes.as_const`)
+      y = T(LazyBuffer.metaop(Ops.CONST, x.shape, y_dtype, x.device, y), requires_grad=False)
     if x.device != y.device:
       raise RuntimeError(f"{op}: tensors on different devices: {x.shape} on {x.device} and {y.shape} on {y.device}")
     if match_dtype and x.dtype != y.dtype:
