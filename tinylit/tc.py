@@ -63,6 +63,8 @@ def matmul_loads(k: Kernel, tc: TensorCore) -> tuple[UOp, UOp] | None:
   `dtype_in` products (cast to `dtype_out` where the two differ). The first is A's, the second B's."""
   r = k.reduceop
   if r is None or r.arg[0] is not Ops.ADD or r.dtype != tc.dtype_out: return None
+  # every reduce of the kernel is lowered to WMMAs: one, the matmul's
+  if sum(u.op is Ops.REDUCE_AXIS for u in k.ast.toposort) != 1: return None
   mul = r.src[0]
   if tc.dtype_in != tc.dtype_out:
     if mul.op is not Ops.CAST: return None
