@@ -98,7 +98,7 @@ TC_MATMULS = [((16, 16), (16, 8)), ((64, 48), (48, 32)), ((30, 20), (20, 10)), (
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_matmuls_compile_with_tensor_cores(arch):
   """Half and bfloat16 matmuls (float accumulation; stored as float, or cast back), with the opts a GPU gets: TC
-  first (chapter 6d), padded where the sizes need it, and a bigger tile of WMMAs per thread. Each compiles to
+  first (chapter 6d), padded where the sizes need it, a bigger tile of WMMAs per thread, more warps per workgroup. Each compiles to
   mma.sync, which runs only on a GPU; the same kernels run on the PYTHON device's emulation in tests/test_tc.py."""
   if (why := _nvrtc_missing()) is not None: pytest.skip(why)
   from tinylit import Tensor, dtypes
@@ -118,5 +118,7 @@ def test_matmuls_compile_with_tensor_cores(arch):
     # three WMMAs a thread: a chain of them along K (64 x 48 x 32), and side by side for three batches
     srcs.append(get_program(asts[2], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.UNROLL, 0, 3)]).src)
     srcs.append(get_program(asts[-1], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.UPCAST, 0, 3)]).src)
+    # four warps a workgroup (a LOCAL after TC)
+    srcs.append(get_program(asts[2], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2)]).src)
   compiler = CUDACompiler(arch)
   for src in srcs: assert "mma.sync.aligned.m16n8k16.row.col.f32" in compiler.ptx(src), src

@@ -92,7 +92,7 @@ def test_where_tc_does_not_apply(emulated):
   assert _applies(odd.ast, emulated, [Opt(OptOps.TC, 0, 2)])
   assert not _applies(si.ast, emulated, [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.TC, 0, 0)])   # TC comes first
   assert not _applies(si.ast, emulated, [Opt(OptOps.TC, 1, 0)])                     # one choice of axes only
-  for after in (Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UPCAST, 2, 2), Opt(OptOps.GROUP, 0, 2)):   # would break the warp's layout
+  for after in (Opt(OptOps.UPCAST, 2, 2), Opt(OptOps.GROUP, 0, 2)):   # would break the warp's layout
     assert not _applies(si.ast, emulated, [Opt(OptOps.TC, 0, 0), after])
 
 def test_tc_axes_in_a_batched_matmul(emulated):
@@ -131,9 +131,9 @@ def test_op_estimate_counts_the_wmmas(emulated):
     si, _ = _matmul(M, N, K)
     assert get_program(si.ast, emulated, [Opt(OptOps.TC, 0, 2)]).op_estimate == 2 * np.prod(padded)
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_random_opts_after_tc(emulated, seed):
-  "TC, then random UPCASTs and UNROLLs that apply (more tiles per thread, along K too), on matmuls of several shapes."
+  "TC, then random UPCASTs, LOCALs and UNROLLs that apply (more tiles per thread, more warps, along K too), on several shapes."
   import random
   rng = random.Random(seed)
   shape = rng.choice([(32, 16, 48), (48, 24, 64), (30, 10, 20), (64, 40, 32)])
@@ -141,8 +141,16 @@ def test_random_opts_after_tc(emulated, seed):
   k = Kernel(si.ast, emulated)
   k.apply_opt(Opt(OptOps.TC, 0, 2))
   for _ in range(rng.randint(1, 3)):
-    opt = rng.choice([Opt(OptOps.UPCAST, rng.randrange(k.first_reduce), rng.choice([2, 3, 4])), Opt(OptOps.UNROLL, 0, rng.choice([0, 2, 3]))])
+    opt = rng.choice([Opt(OptOps.UPCAST, rng.randrange(k.first_reduce), rng.choice([2, 3, 4])), Opt(OptOps.UNROLL, 0, rng.choice([0, 2, 3])),
+                      Opt(OptOps.LOCAL, rng.randrange(k.first_reduce), rng.choice([2, 4]))])
     try: k.apply_opt(opt)
     except KernelOptError: pass
   out, _ = _run(si, emulated, k=k)
   np.testing.assert_allclose(out.reshape(ref.shape), ref, rtol=1e-5, atol=1e-4, err_msg=str(k.applied_opts))
+
+def test_more_warps_per_workgroup(emulated):
+  "A LOCAL after TC adds warps: its thread axis goes outside the lanes, which the emulator then finds in every warp."
+  si, ref = _matmul(64, 32, 32)
+  out, uops = _run(si, emulated, [Opt(OptOps.TC, 0, 0), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2)])
+  assert np.prod([u.arg[1] for u in uops if u.op.name == "SPECIAL" and u.arg[0][0] == "l"]) == 128   # 4 warps
+  np.testing.assert_allclose(out.reshape(ref.shape), ref, rtol=1e-5, atol=1e-4)

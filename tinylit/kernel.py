@@ -270,8 +270,8 @@ class KernelOpts(KernelShape):
       self.applied_opts.append(opt)
       return
     kind = self.axis_kinds()[axis]
-    _check(self.tensor_core is None or (opt.op, kind) in ((OptOps.UPCAST, "global"), (OptOps.UNROLL, "reduce")), opt, self,
-           "after TC only an UPCAST of a global axis or an UNROLL of a reduce axis keeps the warp's layout")
+    _check(self.tensor_core is None or (opt.op, kind) in ((OptOps.UPCAST, "global"), (OptOps.UNROLL, "reduce"), (OptOps.LOCAL, "global")),
+           opt, self, "after TC only an UPCAST or LOCAL of a global axis, or an UNROLL of a reduce axis, keeps the warp's layout")
     _check(isinstance(self.full_shape[axis], int), opt, self, f"axis {axis} has a symbolic size: no opt splits it")
     _check(kind in self.TAKES[opt.op], opt, self, f"{opt.op.name.lower()} is for {' or '.join(self.TAKES[opt.op])} axes, "
                                                   f"axis {axis} is {kind}")
@@ -288,7 +288,8 @@ class KernelOpts(KernelShape):
       self.upcasted += 1
     elif opt.op is OptOps.LOCAL:
       _check(threads <= o.local_max, opt, self, f"more than {o.local_max} threads in a workgroup")
-      self.shift_to(axis, amt, insert_before=self.first_reduce)
+      # after TC, more warps: outside the warp's lanes, which stay the innermost thread axes (chapter 6d)
+      self.shift_to(axis, amt, insert_before=self.first_reduce - (self.tensor_core.lane_axes if self.tensor_core else 0))
       self.local_dims += 1
     elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
       _check(self.blocked == 0, opt, self, "a blocked reduce keeps its partial sums in the output, not in shared memory")

@@ -40,6 +40,8 @@ class TensorCore:
   # what kernel.py asks of the tensor cores its device offers (`Renderer.tensor_cores`): the TC opt, the lowering
   def apply(self, k: Kernel, opt: Opt) -> bool: return apply_tc(k, self, opt)
   def lower(self, k: Kernel, x: UOp, src: UOp) -> UOp: return lower_wmma(k, x, src)
+  @property
+  def lane_axes(self) -> int: return sum(kind == "local" for _, kind, *_ in tc_splits(self))   # the warp's thread axes
   def __post_init__(self):
     size = {"n": self.dims[0], "m": self.dims[1], "k": self.dims[2]}
     for operand, dims in enumerate(("mk", "kn", "mn")):
@@ -155,7 +157,7 @@ def lower_wmma(k: Kernel, x: UOp, src: UOp) -> UOp:
   positions the layout gives each lane and element; then the element of C that this copy of the store holds."""
   tc, rngs, splits = k.tensor_core, k.ranges(), tc_splits(k.tensor_core)
   lane_splits, elem_splits = [s for s in splits if s[1] == "local"], [s for s in splits if s[1] == "upcast"]
-  lanes = [r for r in rngs if r.arg[1] == "local"]   # TC's LOCALs, the only ones (`Kernel.apply_opt` allows no more)
+  lanes = [r for r in rngs if r.arg[1] == "local"][-tc.lane_axes:]   # TC's LOCALs: the innermost (more warps are outside)
   tile = rngs[k.first_upcast:k.first_upcast + 1 + len(elem_splits)]   # TC's unroll of K, then C's element axes
   # each range of the tensor core holds some bits of one dim: (range, dim, its lowest bit, how many)
   held = [(r, d, lo, n) for r, (d, _, lo, _, n) in zip(lanes, lane_splits)] + [(tile[0], "k", 0, tc.dims[2].bit_length() - 1)]
