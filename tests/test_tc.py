@@ -154,3 +154,12 @@ def test_more_warps_per_workgroup(emulated):
   out, uops = _run(si, emulated, [Opt(OptOps.TC, 0, 0), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2)])
   assert np.prod([u.arg[1] for u in uops if u.op.name == "SPECIAL" and u.arg[0][0] == "l"]) == 128   # 4 warps
   np.testing.assert_allclose(out.reshape(ref.shape), ref, rtol=1e-5, atol=1e-4)
+
+def test_bounds_checks_cover_the_fragments(emulated):
+  "The fragments' loads are ordinary loads: on a B too small for the kernel, the emulator names the bad read."
+  from tinylit.device import Buffer
+  si, _ = _matmul(32, 16, 32)
+  p = get_program(si.ast, emulated, [Opt(OptOps.TC, 0, 0)])
+  sizes = {0: (32 * 16, dtypes.float32), 1: (32 * 32, dtypes.float16), 2: (32 * 16 - 8, dtypes.float16)}   # B 8 short
+  bufs = [Buffer("PYTHON", *sizes[i]).allocate() for i in p.globals]
+  with pytest.raises(IndexError, match="read out of bounds"): CompiledRunner(p)(bufs)
