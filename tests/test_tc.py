@@ -163,3 +163,11 @@ def test_bounds_checks_cover_the_fragments(emulated):
   sizes = {0: (32 * 16, dtypes.float32), 1: (32 * 32, dtypes.float16), 2: (32 * 16 - 8, dtypes.float16)}   # B 8 short
   bufs = [Buffer("PYTHON", *sizes[i]).allocate() for i in p.globals]
   with pytest.raises(IndexError, match="read out of bounds"): CompiledRunner(p)(bufs)
+
+def test_beam_cache_key_knows_the_tensor_cores(emulated, monkeypatch):
+  "BEAM's winner for a device with tensor cores (it may hold TC) is not replayed where there are none."
+  from tinylit.search import _cache_path
+  si, _ = _matmul(32, 16, 32)
+  monkeypatch.delenv("EMULATE_CUDA")
+  getenv.cache_clear()
+  assert _cache_path(Kernel(si.ast, emulated), 2) != _cache_path(Kernel(si.ast, PythonRenderer()), 2)

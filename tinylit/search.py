@@ -84,7 +84,9 @@ class _Progress:
 
 # %% ../nbs/06c_beam.ipynb #d0084e0b
 def _cache_path(k: Kernel, amt: int) -> str:
-  key = hashlib.sha256(f"{k.opts.device}|{getattr(k.opts, 'threads', 1)}|{amt}|{k.ast}".encode()).hexdigest()
+  # the renderer's tensor cores too: a winner with TC must not be replayed where there are none (PYTHON without EMULATE_CUDA)
+  cores = [str(tc) for tc in getattr(k.opts, "tensor_cores", ())]
+  key = hashlib.sha256(f"{k.opts.device}|{getattr(k.opts, 'threads', 1)}|{cores}|{amt}|{k.ast}".encode()).hexdigest()
   return os.path.join(cache_dir(), "beam", f"{key}.json")
 
 def beam_search(k: Kernel, amt: int, var_vals: dict[UOp, int] | None = None) -> Kernel:
