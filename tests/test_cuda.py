@@ -90,3 +90,35 @@ def test_no_gpu_gives_a_clear_error():
   if why is None: pytest.skip("this machine has a CUDA GPU")
   assert any(w in why for w in ("needs an NVIDIA GPU", "needs the cuda-bindings", "finds no GPU")), why
   assert "Traceback" not in why
+
+
+# matmuls of the op suite's kinds (plain, odd sizes that need padding, batched, x @ x.T), big enough for a tensor core
+TC_MATMULS = [((16, 16), (16, 8)), ((64, 48), (48, 32)), ((30, 20), (20, 10)), ((2, 32, 16), (16, 24)), ((3, 40, 24), (3, 24, 16))]
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_matmuls_compile_with_tensor_cores(arch):
+  """Half and bfloat16 matmuls (float accumulation; stored as float, or cast back), with the opts a GPU gets: TC
+  first (chapter 6d), padded where the sizes need it, a bigger tile of WMMAs per thread, more warps per workgroup. Each compiles to
+  mma.sync, which runs only on a GPU; the same kernels run on the PYTHON device's emulation in tests/test_tc.py."""
+  if (why := _nvrtc_missing()) is not None: pytest.skip(why)
+  from tinylit import Tensor, dtypes
+  from tinylit.heuristic import hand_coded_optimizations
+  from tinylit.kernel import Kernel, Opt, OptOps
+  from tinylit.realize import get_program
+  from tinylit.renderer import CUDARenderer, ProgramSpec
+  from tinylit.runtime.ops_cuda import CUDACompiler
+  srcs = []
+  for dt in (dtypes.float16, dtypes.bfloat16):
+    asts = []
+    for (sa, sb), acc in [(shapes, acc) for shapes in TC_MATMULS for acc in (dtypes.float32, None)]:
+      asts.append(ast := Tensor.empty(*sa, dtype=dt).matmul(Tensor.empty(*sb, dtype=dt), acc_dtype=acc).schedule()[-1].ast)
+      k = hand_coded_optimizations(Kernel(ast, CUDARenderer(arch)))
+      assert k.applied_opts == [Opt(OptOps.TC, 0, 2)], (dt, sa, sb, k.applied_opts)
+      srcs.append(ProgramSpec.from_uops(k.name, k.linearize(), k.opts, k.applied_opts).src)
+    # three WMMAs a thread: a chain of them along K (64 x 48 x 32), and side by side for three batches
+    srcs.append(get_program(asts[2], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.UNROLL, 0, 3)]).src)
+    srcs.append(get_program(asts[-1], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.UPCAST, 0, 3)]).src)
+    # four warps a workgroup (a LOCAL after TC)
+    srcs.append(get_program(asts[2], CUDARenderer(arch), [Opt(OptOps.TC, 0, 2), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2)]).src)
+  compiler = CUDACompiler(arch)
+  for src in srcs: assert "mma.sync.aligned.m16n8k16.row.col.f32" in compiler.ptx(src), src

@@ -283,7 +283,13 @@ cleanup = PatternMatcher([
    lambda buf, idx, x: UOp(Ops.INDEX, x.dtype, (buf, idx))),
 ])
 
+def _wmma_add(x: UOp, w: UOp) -> UOp:
+  "`x + WMMA(a, b, c)` is `WMMA(a, b, c + x)`: a tensor core adds to its accumulator itself (chapter 6d)."
+  c = w.src[2]
+  return w.replace(src=(*w.src[:2], x if c is UOp.const(c.dtype, 0.0) else c + x))
+
 vector_cleanup = PatternMatcher([
+  (UPat(Ops.ADD, src=[UPat.var("x"), UPat(Ops.WMMA, name="w")]), _wmma_add),
   (UPat((Ops.SINK, Ops.BARRIER), name="x"), _flatten),
   (UPat(Ops.GEP, name="x"), _gep),
   (UPat(Ops.VECTORIZE, name="x"), _vectorize_of),

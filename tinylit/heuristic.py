@@ -147,6 +147,7 @@ def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, 
 # %% ../nbs/06b_heuristic.ipynb #27570770
 def hand_coded_optimizations(k: Kernel) -> Kernel:
   "Apply opts for this kernel on its device, chosen from its shape and strides; returns the kernel."
+  if k.opts.tensor_cores and _try(k, Opt(OptOps.TC, 0, 2)): return k   # a matmul a tensor core does (chapter 6d)
   # a small kernel runs in microseconds either way: plain loops are quicker to compile, and to read
   if _size(k.full_shape) < 1024: return k
   if k.opts.has_local: return _gpu_optimizations(k)

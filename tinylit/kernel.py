@@ -91,6 +91,7 @@ class KernelShape:
     self.sts: dict[ShapeTracker, ShapeTracker] = {st: st for st in views}  # original -> current
     self.output_st = ast.src[0].src[1].arg
     self.applied_opts: list[Opt] = []
+    self.tensor_core = None   # the TensorCore a TC opt gave the kernel (chapter 6d)
     self.upcasted = self.local_dims = self.group_for_reduces = self.thread_dims = self.blocked = 0
     # PADTO's padded axes, each as: a view reading the position along it, its size before padding, the views masked
     self.pads: list[tuple[ShapeTracker, int, frozenset[ShapeTracker]]] = []
@@ -176,17 +177,14 @@ class KernelShape:
       if kinds[i] == kinds[i + 1] and kinds[i] in ("global", "reduce"):
         self._reshape_all(lambda shape, i=i: shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:], only_if_free=True)
 
-  def _drop_ones(self) -> None:
-    "After an opt split off a whole axis, its leftover is size 1: remove it and keep the counters right."
+  def _drop_ones(self, kind: str) -> None:
+    """After an opt split off a whole axis of `kind` (global, local or reduce: what opts split), its leftover is size
+    1: remove it, and count one local axis fewer if it was one. The kind is the opt's to say: read from the shapes,
+    a reduce axis of size 1 looks like an output axis (the output has size 1 there too), so a last reduce axis
+    unrolled whole would have made the local axis before it look like a global one."""
     ones = [i for i, s in enumerate(self.full_shape) if s == 1]
     if not ones: return
-    kinds = self.axis_kinds()
-    for i in ones:
-      if kinds[i] == "upcast" or kinds[i] == "unroll": self.upcasted -= 1
-      elif kinds[i] == "local": self.local_dims -= 1
-      elif kinds[i] == "group": self.group_for_reduces -= 1
-      elif kinds[i] == "thread": self.thread_dims -= 1
-      elif kinds[i] == "block": self.blocked -= 1
+    if kind == "local": self.local_dims -= len(ones)
     keep = [i for i in range(self.shape_len) if i not in ones]
     self._reshape_all(lambda shape: tuple(shape[i] for i in keep))
 
@@ -221,7 +219,7 @@ class KernelShape:
 class OptOps(Enum):
   "The ways an optimization reshapes a kernel's loops (tinygrad's names)."
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto(); THREAD = auto(); PADTO = auto()  # noqa: E702
-  SWAP = auto(); BLOCK = auto()  # noqa: E702
+  SWAP = auto(); BLOCK = auto(); TC = auto()  # noqa: E702
   def __lt__(self, x: OptOps) -> bool: return self.value < x.value
 
 class KernelOptError(Exception):
@@ -262,6 +260,8 @@ class KernelOpts(KernelShape):
     "Check that `opt` applies here, then reshape the axes; raises KernelOptError (naming opt and shape) if not."
     o = self.opts
     if opt.op in self.NEEDS: _check(o is not None and getattr(o, self.NEEDS[opt.op][0]), opt, self, self.NEEDS[opt.op][1])
+    if opt.op is OptOps.TC:   # chapter 6d: the first of the device's tensor cores that fits the kernel reshapes it
+      return _check(any(tc.apply(self, opt) for tc in getattr(o, "tensor_cores", ())), opt, self, "no tensor core fits")
     _check(opt.axis is not None and 0 <= opt.axis and (axis := self.real_axis(opt)) < self.shape_len, opt, self, "no such axis")
     if opt.op is OptOps.SWAP:
       _check(self.thread_dims <= axis < opt.amt < self.global_dims, opt, self, "swap takes two global axes, axis < amt")
@@ -271,6 +271,8 @@ class KernelOpts(KernelShape):
       self.applied_opts.append(opt)
       return
     kind = self.axis_kinds()[axis]
+    _check(self.tensor_core is None or (opt.op, kind) in ((OptOps.UPCAST, "global"), (OptOps.UNROLL, "reduce"), (OptOps.LOCAL, "global")),
+           opt, self, "after TC only an UPCAST or LOCAL of a global axis, or an UNROLL of a reduce axis, keeps the warp's layout")
     _check(isinstance(self.full_shape[axis], int), opt, self, f"axis {axis} has a symbolic size: no opt splits it")
     _check(kind in self.TAKES[opt.op], opt, self, f"{opt.op.name.lower()} is for {' or '.join(self.TAKES[opt.op])} axes, "
                                                   f"axis {axis} is {kind}")
@@ -287,7 +289,8 @@ class KernelOpts(KernelShape):
       self.upcasted += 1
     elif opt.op is OptOps.LOCAL:
       _check(threads <= o.local_max, opt, self, f"more than {o.local_max} threads in a workgroup")
-      self.shift_to(axis, amt, insert_before=self.first_reduce)
+      # after TC, more warps: outside the warp's lanes, which stay the innermost thread axes (chapter 6d)
+      self.shift_to(axis, amt, insert_before=self.first_reduce - (self.tensor_core.lane_axes if self.tensor_core else 0))
       self.local_dims += 1
     elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
       _check(self.blocked == 0, opt, self, "a blocked reduce keeps its partial sums in the output, not in shared memory")
@@ -301,7 +304,7 @@ class KernelOpts(KernelShape):
       self.shift_to(axis, amt, top=True, insert_before=0)
       self.thread_dims = 1
     self.applied_opts.append(opt)
-    self._drop_ones()
+    self._drop_ones(kind)
 
   def _pad_to(self, opt: Opt, axis: int) -> None:
     """PADTO: grow `axis` up to a multiple of `opt.amt`, so that other opts can split it. Every view that spans the
@@ -385,7 +388,7 @@ class Kernel(KernelOpts):
     """The one upcast/unroll axis whose lanes become a short vector, the others being unrolled into copies: the first
     one applied (upcast axes keep the order of their opts) whose size the device takes as a vector and along which
     some buffer is contiguous (stride 1). Whoever chooses opts chooses the lanes by applying them first (chapter 6b)."""
-    if self.opts is None: return None
+    if self.opts is None or self.tensor_core is not None: return None   # a tensor core's elements are no vector
     # a reduce kernel stores once per output, after its loop: only its loads count. A grouped reduce also stores and
     # loads its partial results in the output's layout (shared memory), so there the output counts too
     views = [st for key, st in self.sts.items() if self.reduceop is None or self.group_for_reduces or key != self.output_st]
@@ -480,6 +483,7 @@ def _lower_const(ctx: Kernel, view: UOp, x: UOp) -> UOp:
 def _lower_reduce(ctx: Kernel, x: UOp, src: UOp) -> UOp:
   """A reduce over the loop ranges (REDUCE; chapter 6a turns it into an accumulator). An unrolled reduce axis
   gives one REDUCE per value, each its own accumulator, combined after the loop: partial sums."""
+  if ctx.tensor_core is not None: return ctx.tensor_core.lower(ctx, x, src)   # WMMA (chapter 6d)
   op, rngs = x.arg[0], ctx.ranges()
   loops = [r for r in rngs if r.arg[1] == "reduce"]
   unrolled = [r for r in rngs if r.arg[1] == "unroll"]

@@ -39,6 +39,8 @@ class Ops(Enum):
   WHERE = auto()
   # reduce: over tensor axes (kernel AST), and over loop ranges (inside a kernel, chapter 6)
   REDUCE_AXIS = auto(); REDUCE = auto()
+  # one warp's matrix multiply-accumulate on a tensor core, D = A·B + C, each operand a vector of a thread's elements (chapter 6d)
+  WMMA = auto()
   def __repr__(self): return f"Ops.{self.name}"
   # each member is one object, so identity is equality: hashed in C, not by Enum's Python `hash(self._name_)`. Every
   # UOp, cache key and pattern table hashes ops (tinygrad's Ops is an IntEnum, whose hash is C's too)

@@ -11,6 +11,7 @@ from .dtype import DType, DTYPES_DICT, dtypes, float_to_bf16
 from .pattern import UPat, PatternMatcher
 from .helpers import to_function_name, getenv
 from .ops import Ops, GroupOp, UOp, sint, THROUGH_INT64, split_add, term_coefficient
+from .tc import TensorCore, cuda_tensor_cores
 
 # %% auto #0
 __all__ = ['string_rewrite', 'Renderer', 'count_ops', 'launch_dims', 'ProgramSpec', 'kernel_vars', 'CStyleLanguage',
@@ -31,6 +32,7 @@ class Renderer:
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
   l2_size: int = 0             # bytes of the cache a core has to itself after L1 (the CPU's L2, chapter 8a); 0: unknown
   transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
+  tensor_cores: list[TensorCore] = []   # what the TC opt can use (chapter 6d)
   def __init__(self, vector_width: int | None = None):
     # the widest vector the device runs at full rate (chapter 8a): the opts are offered no wider one
     if vector_width is not None: self.vector_widths = tuple(w for w in type(self).vector_widths if w <= vector_width)
@@ -56,6 +58,8 @@ def count_ops(uops: list[UOp]) -> sint:
       mults.append(mults[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else u.src[0]))
     elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in GroupOp.ALU and _is_data(u, memo): total += mults[-1] * u.dtype.count
+    # a tensor core's multiply-add of (N, M, K) tiles, shared by the threads of its warp (chapter 6d)
+    elif u.op is Ops.WMMA: total += mults[-1] * 2 * math.prod(u.arg[1]) // u.arg[2]
   return total
 
 # %% ../nbs/07_render.ipynb #9826ea25
@@ -184,6 +188,8 @@ string_rewrite = PatternMatcher([
   (UPat(Ops.GEP, dtype=dtypes.bool, name="x"), lambda ctx, x: f"({ctx.render_gep(ctx.r[x.src[0]], x.arg)}!=0)"),
   (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.render_gep(ctx.r[x.src[0]], x.arg)),
   (UPat(tuple(GroupOp.ALU), name="x"), _render_alu),
+  # a tensor core's instruction: a function the renderer defines in the preamble, named after the TensorCore
+  (UPat(Ops.WMMA, name="x"), lambda ctx, x: f"__{x.arg[0]}({', '.join(ctx.r[s] for s in x.src)})"),
 ])
 
 # %% ../nbs/07_render.ipynb #fe02c517
@@ -491,13 +497,42 @@ class CUDARenderer(CStyleLanguage):
   type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.float16: "half",
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
   code_for_workitem = {"g": lambda dim: f"blockIdx.{'xyz'[dim]}", "l": lambda dim: f"threadIdx.{'xyz'[dim]}"}
+  def __init__(self, arch: str = "sm_80"):
+    super().__init__()
+    # mma.sync's m16n8k16 shape, half and bfloat16 in, float32 accumulated, needs sm_80 (A100) or newer
+    self.arch, self.tensor_cores = arch, (cuda_tensor_cores if int(arch[3:]) >= 80 else [])
+  def render_dtype(self, dt: DType) -> str:   # a vector of bfloat16 (a tensor core's fragment) holds bits, as one does
+    return super().render_dtype(dtypes.uint16.vec(dt.count) if dt.count > 1 and dt.scalar() == dtypes.bfloat16 else dt)
+  def wmma_functions(self, uops: list[UOp]) -> str:
+    """The 16-bit vectors a tensor core's fragments travel in (CUDA has no half4 or half8): a struct each, and its
+    `make_`; then each tensor core the kernel uses as a function around its `mma.sync` instruction (PTX assembly
+    inline), whose operands are 32-bit registers: two 16-bit elements each, the first in the low half."""
+    out = []
+    for dt in sorted({u.dtype for u in uops if u.op is Ops.VECTORIZE and u.dtype.scalar().itemsize == 2}, key=lambda d: (d.count, d.priority)):
+      vec, scalar, names = self.render_dtype(dt), self.render_dtype(dt.scalar()), "abcdefgh"[:dt.count]
+      out += [f"struct __align__({dt.itemsize}) {vec} {{ {scalar} {', '.join(names)}; }};",
+              f"__device__ inline {vec} make_{vec}({', '.join(f'{scalar} {x}' for x in names)}) {{ {vec} r = {{{', '.join(names)}}}; return r; }}"]
+    for tc in [tc for tc in self.tensor_cores if any(u.op is Ops.WMMA and u.arg[0] == str(tc) for u in uops)]:
+      types = [self.render_dtype(dt.vec(n)) for dt, n in zip((tc.dtype_in, tc.dtype_in, tc.dtype_out), tc.elements_per_thread)]
+      regs = [n * dt.itemsize // 4 for dt, n in zip((tc.dtype_in, tc.dtype_in, tc.dtype_out), tc.elements_per_thread)]
+      c, a = [f"%{i}" for i in range(regs[2])], [f"%{regs[2] + i}" for i in range(regs[0])]
+      b = [f"%{regs[2] + regs[0] + i}" for i in range(regs[1])]
+      kind = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[tc.dtype_in]
+      outs = ", ".join(f'"+f"(c.{x})' for x in "xyzw"[:regs[2]])
+      ins = ", ".join([f'"r"(a_pk[{i}])' for i in range(regs[0])] + [f'"r"(b_pk[{i}])' for i in range(regs[1])])
+      out += [f"__device__ inline {types[2]} __{tc}({types[0]} a, {types[1]} b, {types[2]} c) {{",
+              "  int *a_pk = (int*)(&a), *b_pk = (int*)(&b);",
+              f'  asm("mma.sync.aligned.m{tc.dims[1]}n{tc.dims[0]}k{tc.dims[2]}.row.col.f32.{kind}.{kind}.f32 "',
+              f'      "{{{", ".join(c)}}}, {{{", ".join(a)}}}, {{{", ".join(b)}}}, {{{", ".join(c)}}};" : {outs} : {ins});',
+              "  return c;", "}"]
+    return "".join(line + "\n" for line in out)
   def preamble(self, uops):
     fp16 = "#include <cuda_fp16.h>\n" if any(u.dtype == dtypes.float16 for u in uops) else ""
     # NVRTC compiles without the C headers, so INFINITY and NAN (macros of <math.h>) may be undefined
     nonfinite = any(u.op is Ops.CONST and dtypes.is_float(u.dtype) and
                     not all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg])) for u in uops)
     return fp16 + ("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
-                   "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n" if nonfinite else "")
+                   "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n" if nonfinite else "") + self.wmma_functions(uops)
   def render_math(self, fn: str, x: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((half){fn}f((float)({x})))"
     return super().render_math(fn, x, dt)
@@ -547,6 +582,10 @@ class PythonRenderer(Renderer):
   has_local = has_shared = True
   vector_widths = (2, 4, 8, 16)
   def supports_vector(self, u: UOp) -> bool: return True
+  def __init__(self, vector_width: int | None = None):
+    super().__init__(vector_width)
+    # EMULATE_CUDA=1 (tinygrad's name): offer CUDA's tensor cores, whose WMMA the PYTHON device runs as a GPU's warp would
+    if getenv("EMULATE_CUDA"): self.tensor_cores = cuda_tensor_cores
   def render(self, name: str, uops: list[UOp]) -> str:
     pos = {u: i for i, u in enumerate(uops)}
     lines = [f"# {name}"]

@@ -26,6 +26,7 @@ actions += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (4, 16, 64, 256) for axis
 actions += [Opt(OptOps.THREAD, axis, amt) for amt in (2, 3, 4, 8) for axis in range(3)]
 actions += [Opt(OptOps.SWAP, a, b) for a in range(4) for b in range(a + 1, 4)]
 actions += [Opt(OptOps.BLOCK, 0, amt) for amt in (64, 128, 256)]   # the reduce in blocks whose loop is outermost
+actions += [Opt(OptOps.TC, axis, 2) for axis in range(9)]   # a tensor core on each choice of (n, m, k) axes (chapter 6d)
 
 def with_opts(ast: UOp, renderer: Any, opts: list[Opt]) -> Kernel:
   "A fresh Kernel for `ast` with `opts` applied (every opt must apply)."
@@ -83,7 +84,9 @@ class _Progress:
 
 # %% ../nbs/06c_beam.ipynb #d0084e0b
 def _cache_path(k: Kernel, amt: int) -> str:
-  key = hashlib.sha256(f"{k.opts.device}|{getattr(k.opts, 'threads', 1)}|{amt}|{k.ast}".encode()).hexdigest()
+  # the renderer's tensor cores too: a winner with TC must not be replayed where there are none (PYTHON without EMULATE_CUDA)
+  cores = [str(tc) for tc in getattr(k.opts, "tensor_cores", ())]
+  key = hashlib.sha256(f"{k.opts.device}|{getattr(k.opts, 'threads', 1)}|{cores}|{amt}|{k.ast}".encode()).hexdigest()
   return os.path.join(cache_dir(), "beam", f"{key}.json")
 
 def beam_search(k: Kernel, amt: int, var_vals: dict[UOp, int] | None = None) -> Kernel:

@@ -110,5 +110,5 @@ class CUDADevice(Compiled):
     self.arch = f"sm_{cc[0]}{cc[1]}"
     self.context = _check(self.cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
     _check(self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-    super().__init__(device, CUDAAllocator(self), CUDARenderer(), CUDACompiler(self.arch), CUDAProgram)
+    super().__init__(device, CUDAAllocator(self), CUDARenderer(self.arch), CUDACompiler(self.arch), CUDAProgram)
   def synchronize(self) -> None: _check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")

@@ -9,11 +9,15 @@ from ..device import Compiled, Compiler, LRUAllocator
 from ..dtype import bf16_to_float, dtypes, float_to_bf16, truncate_bf16
 from ..ops import Ops, GroupOp, exec_alu
 from ..renderer import PythonRenderer, parse_python_program
+from ..tc import TensorCore, cuda_tensor_cores
 
 # %% auto #0
-__all__ = ['PythonCompiler', 'PythonProgram', 'PythonDevice']
+__all__ = ['TENSOR_CORES', 'PythonCompiler', 'PythonProgram', 'PythonDevice']
 
 # %% ../../nbs/08d_python.ipynb #ff0ab52b
+# the tensor cores the PYTHON device emulates (chapter 6d), by the name their WMMA carries
+TENSOR_CORES = {str(tc): tc for tc in cuda_tensor_cores}
+
 class PythonCompiler(Compiler):
   "Nothing to compile: the 'binary' is the rendered text."
   def compile(self, src: str) -> bytes: return src.encode()
@@ -37,6 +41,26 @@ class PythonProgram:
     bits = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16) if src_dt == dtypes.bfloat16 else x.astype(src_dt.np)
     out = bits.view(dt.np_storage)
     return bf16_to_float(out) if dt == dtypes.bfloat16 else out
+
+  def _wmma(self, tc: TensorCore, frags: list, thread, group_size: int) -> np.ndarray:
+    """WMMA as a GPU runs it: the threads of a workgroup, counted in order, make warps of `tc.threads`; each warp's
+    fragments of A, B and C are put together into matrices by the tensor core's layout, D = A·B + C is computed in
+    float32, and each thread gets its elements of D back, by C's layout. `thread`: each lane's number in the grid."""
+    if group_size % tc.threads: raise RuntimeError(f"{self.name}: {tc} needs workgroups of a multiple of {tc.threads} threads, not {group_size}")
+    order = np.argsort(thread, kind="stable")   # the lanes of warp 0, in lane order, then warp 1's...
+    lane, elem = np.meshgrid(np.arange(tc.threads), np.arange(max(tc.elements_per_thread)), indexing="ij")
+    size = {"n": tc.dims[0], "m": tc.dims[1], "k": tc.dims[2]}
+    mats = []
+    for operand, (frag, (row, col)) in enumerate(zip(frags, ("mk", "kn", "mn"))):
+      n = tc.elements_per_thread[operand]
+      frag = np.broadcast_to(frag, thread.shape + (n,))[order].reshape(-1, tc.threads, n).astype(np.float32)
+      pos = tc.position(operand, lane[:, :n], elem[:, :n])
+      mats.append(np.zeros((len(frag), size[row], size[col]), np.float32))
+      mats[-1][:, pos[row], pos[col]] = frag
+    d = mats[0] @ mats[1] + mats[2]
+    out = np.empty((thread.size, tc.elements_per_thread[2]), np.float32)
+    out[order] = d[:, pos["m"], pos["n"]].reshape(-1, tc.elements_per_thread[2])
+    return out
 
   def _check(self, kind: str, size: int, idx, valid) -> None:
     bad = (np.asarray(idx) < 0) | (np.asarray(idx) >= size)
@@ -70,6 +94,10 @@ class PythonProgram:
     # the workgroup each lane is in, for memory shared by a workgroup (DEFINE_LOCAL)
     block = np.ravel_multi_index(lanes[glob], [sizes[k] for k in glob]) if glob else np.zeros(lanes.shape[1:], np.int64)
     nblocks = int(np.prod([sizes[k] for k in glob])) if glob else 1
+    # each lane's thread number in its workgroup (lidx0 counts fastest, as a GPU numbers them): a WMMA's warps
+    thread, group_size = np.zeros(lanes.shape[1:], np.int64), 1
+    for _, k in sorted((uops[pos][3][0], k) for k, pos in enumerate(specials) if uops[pos][3][0][0] == "l"):
+      thread, group_size = thread + lanes[k] * group_size, group_size * sizes[k]
     v: list = [None] * len(uops)
     pc = 0
     with np.errstate(all="ignore"):
@@ -123,6 +151,7 @@ class PythonProgram:
         elif op is Ops.CAST: v[pc] = np.asarray(exec_alu(Ops.CAST, dtype, [v[srcs[0]]]), dtype=dtype.scalar().np)
         elif op is Ops.BITCAST: v[pc] = self._bitcast(np.asarray(v[srcs[0]]), uops[srcs[0]][1].scalar(), dtype.scalar())
         elif op in GroupOp.ALU: v[pc] = np.asarray(exec_alu(op, dtype, [v[s] for s in srcs]), dtype=dtype.scalar().np)
+        elif op is Ops.WMMA: v[pc] = self._wmma(TENSOR_CORES[arg[0]], [v[s] for s in srcs], block * group_size + thread, group_size)
         else: raise NotImplementedError(f"PYTHON device can't run {op}")
         pc += 1
 
