@@ -95,9 +95,8 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   work, tail, kinds = _inner_work(k), _tail_work(k), k.axis_kinds()
   axes = [a for a in range(k.first_upcast) if kinds[a] in ("global", "reduce") and isinstance(k.full_shape[a], int)]
   outs = [a for a in axes if kinds[a] == "global"]
-  # a vector axis needs a load that is contiguous along it, in the loop or after it (where the tail is costly, as a
-  # GELU after `x @ W.T + b`, vectors along the outputs, where the bias is contiguous, pay for gathering W's columns).
-  # A store alone doesn't make a vector axis: chapter 6's `vector_axis`, which takes the plan's lanes, ignores it
+  # a vector axis needs a load contiguous along it, in the loop or after it (a costly tail, as a GELU after `x @ W.T + b`,
+  # makes vectors along the outputs pay for gathering W's columns); a store alone doesn't, as in chapter 6's `vector_axis`
   loads = [moving for u, moving in work + tail if u.op is Ops.LOAD]
   threaded, widths = _threaded(k), _widths(k)
   best = None
@@ -115,9 +114,8 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
       tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0]
     for tile in tiles:
       upcasts = [(v, width)] + tile
-      # the smallest key wins: a plan that leaves the cores an output axis to split, then the price; on a tie,
-      # vectors along an output, fewer copies along the vector's axis, fewer copies, vectors along `lane_axis`,
-      # rows close together (chapter 6bb: rows far apart evict each other from the cache), the first axis
+      # the smallest key wins: cores left an output axis to split, the price; then vectors along an output, fewer copies
+      # along the vector's axis, fewer copies, vectors along `lane_axis`, rows close together (6bb), the first axis
       idle = threaded and not any((rest[a] // prod(n for t, n in tile if t == a)) % k.opts.threads == 0 for a in outs)
       key = (idle, round(_cost(k, work, upcasts, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), v != lane_axis(k.sts[k.output_st]), _spread(loads, tile), v)

@@ -178,10 +178,8 @@ class KernelShape:
         self._reshape_all(lambda shape, i=i: shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:], only_if_free=True)
 
   def _drop_ones(self, kind: str) -> None:
-    """After an opt split off a whole axis of `kind` (global, local or reduce: what opts split), its leftover is size
-    1: remove it, and count one local axis fewer if it was one. The kind is the opt's to say: read from the shapes,
-    a reduce axis of size 1 looks like an output axis (the output has size 1 there too), so a last reduce axis
-    unrolled whole would have made the local axis before it look like a global one."""
+    """After an opt split off a whole axis of `kind`, its leftover is size 1: remove it (a local one counts one fewer).
+    The opt says the kind: by the shapes alone, a reduce axis of size 1 would look like an output axis."""
     ones = [i for i, s in enumerate(self.full_shape) if s == 1]
     if not ones: return
     if kind == "local": self.local_dims -= len(ones)
@@ -289,7 +287,6 @@ class KernelOpts(KernelShape):
       self.upcasted += 1
     elif opt.op is OptOps.LOCAL:
       _check(threads <= o.local_max, opt, self, f"more than {o.local_max} threads in a workgroup")
-      # after TC, more warps: outside the warp's lanes, which stay the innermost thread axes (chapter 6d)
       self.shift_to(axis, amt, insert_before=self.first_reduce - (self.tensor_core.lane_axes if self.tensor_core else 0))
       self.local_dims += 1
     elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
