@@ -433,7 +433,7 @@ def _human(nbytes: int) -> str:
 def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
   """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
   intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a); and, for each
-  item, the bases it computes, in the order of its outputs. Nothing in the graph changes: once the items have run,
+  item, the bases it computes, in the order of its outputs. No value in the graph changes: once the items have run,
   `Tensor.realize` tells `items_ran`, so you can look at a schedule for free. A graph whose structure was scheduled
   before gets those kernels again (`_graph_key`, below)."""
   # a constant needs no kernel: it stays one number until realized (chapter 1)
