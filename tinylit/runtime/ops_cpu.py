@@ -162,7 +162,6 @@ def thread_pool() -> ctypes.CDLL:
   lib.tinylit_pool_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
   return lib
 
-
 # %% ../../nbs/08a_cpu.ipynb #389693d5
 @functools.cache
 def native_macros() -> frozenset[str]:
