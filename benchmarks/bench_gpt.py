@@ -8,13 +8,14 @@
 Prints: the first training step from an empty compile cache (a fresh process with a fresh TINYLIT_CACHE: compiling
 every kernel included), with a compiler worker per core and with one, and the CPU time it took in Python and in the
 compilers; the jitted AdamW training step against torch's eager step (median of the timed steps, after warm-up) and
-their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own (each side
-timed --rounds times, in turn, the best round kept), where a tinylit token's time goes (the prompt's prefill replay;
-each rollout replay: its kernels' own time in sequence, the replay loop around them, and the rest of the call: inputs,
-variable binding, the token read back), and what the cache saves (the same generation running the whole window at
-every token: tokens per second and FLOPs per token); and the per-kernel profile of one jitted step (every kernel timed
-on its own), heaviest first, so the next bottleneck is visible. The model is tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80
-characters and the data random tokens (speed doesn't depend on the values).
+their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own, on its
+threads and on one (each timed --rounds times, in turn, the best round kept), where a tinylit token's time goes (the
+prompt's prefill replay; each rollout replay: its kernels' own time in sequence, the replay loop around them, and the
+rest of the call: inputs, variable binding, the token read back), and what the cache saves (the same generation
+running the whole window at every token: tokens per second and FLOPs per token); and the per-kernel profile of one
+jitted step (every kernel timed on its own), heaviest first, so the next bottleneck is visible. The model is
+tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80 characters and the data random tokens
+(speed doesn't depend on the values).
 """
 import argparse, os, re, statistics, subprocess, sys, tempfile, textwrap, time
 
@@ -150,13 +151,20 @@ def generation(args, cfg: GPTConfig, model: GPT, tmodel: TorchGPT):
   # warm-up: each jit runs its function on call 1 and captures on call 2 (the prompt's prefill jit once a generate)
   for _ in range(2): gen.generate([0], args.tokens, temperature=1.0, top_k=10)
   torch_generate(tmodel, [0], args.tokens, 1.0, 10)
-  tl = tt = float("inf")
-  for _ in range(args.rounds):   # in turn, so that a busy spell of the machine falls on both sides alike
+  threads = torch.get_num_threads()
+  def torch_secs(n_threads: int) -> float:
+    torch.set_num_threads(n_threads)
+    t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); secs = time.perf_counter() - t0
+    torch.set_num_threads(threads)
+    return secs
+  tl = tt = tt1 = float("inf")
+  for _ in range(args.rounds):   # in turn, so that a busy spell of the machine falls on every side alike
     t0 = time.perf_counter(); gen.generate([0], args.tokens, temperature=1.0, top_k=10); tl = min(tl, time.perf_counter() - t0)
-    t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); tt = min(tt, time.perf_counter() - t0)
+    tt, tt1 = min(tt, torch_secs(threads)), min(tt1, torch_secs(1))
   print(f"{'generation with a KV cache, tinylit':46s} {args.tokens / tl:9.1f} tokens/s")
-  print(f"{'generation with a KV cache, torch':46s} {args.tokens / tt:9.1f} tokens/s")
-  print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x")
+  print(f"{f'generation with a KV cache, torch ({threads} threads)':46s} {args.tokens / tt:9.1f} tokens/s")
+  print(f"{'generation with a KV cache, torch (1 thread)':46s} {args.tokens / tt1:9.1f} tokens/s")
+  print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x ({threads} threads), {tt1 / tl:.2f}x (1 thread)")
   # where tinylit's time goes: the prompt through its prefill capture, then each token through the rollout capture
   t0 = time.perf_counter(); gen([0], 0, 1.0, 10)[1].item(); prompt_secs = time.perf_counter() - t0
   n_replay = min(args.tokens, cfg.max_context - 1)
