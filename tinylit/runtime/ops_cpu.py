@@ -112,7 +112,11 @@ static void *worker(void *arg) {
     long long until = now_ns() + SPIN_NS;   /* spin a while: the next kernel usually comes within microseconds */
     for (int i = 1; (g = job_counter()) == seen; i++) {
       relax();
-      if (i % 64 == 0 && now_ns() > until) break;
+      if (i % 64) continue;
+      if (now_ns() > until) break;
+      /* let a thread that waits for this core run first: on a busy machine a woken worker can land on the launching
+         thread's core, and spinning there would keep the launch from finishing for the whole spin */
+      sched_yield();
     }
     if (g == seen) {   /* then sleep; the launch moves the counter under the same lock, so no wake-up is lost */
       pthread_mutex_lock(&lock);
