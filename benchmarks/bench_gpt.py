@@ -3,15 +3,19 @@
   python benchmarks/bench_gpt.py                 # the issue's model: 4 layers, 4 heads, width 128, context 64, batch 32
   python benchmarks/bench_gpt.py --quick         # a small model, for a quick look
   python benchmarks/bench_gpt.py --device CL
+  python benchmarks/bench_gpt.py --generation    # generation only (no compile-time or training figures)
 
 Prints: the first training step from an empty compile cache (a fresh process with a fresh TINYLIT_CACHE: compiling
 every kernel included), with a compiler worker per core and with one, and the CPU time it took in Python and in the
 compilers; the jitted AdamW training step against torch's eager step (median of the timed steps, after warm-up) and
-their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own, and what the
-cache saves (the same generation running the whole window at every token: tokens per second and FLOPs per token);
-and the per-kernel profile of one jitted step (every kernel timed on its own), heaviest first, so the next
-bottleneck is visible. The model is tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80
-characters and the data random tokens (speed doesn't depend on the values).
+their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own, on its
+threads and on one (each timed --rounds times, in turn, the best round kept), where a tinylit token's time goes (the
+prompt's prefill replay; each rollout replay: its kernels' own time in sequence, the replay loop around them, and the
+rest of the call: inputs, variable binding, the token read back), and what the cache saves (the same generation
+running the whole window at every token: tokens per second and FLOPs per token); and the per-kernel profile of one
+jitted step (every kernel timed on its own), heaviest first, so the next bottleneck is visible. The model is
+tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80 characters and the data random tokens
+(speed doesn't depend on the values).
 """
 import argparse, os, re, statistics, subprocess, sys, tempfile, textwrap, time
 
@@ -90,6 +94,8 @@ def main():
   ap.add_argument("--steps", type=int, default=10, help="timed training steps (after warm-up)")
   ap.add_argument("--tokens", type=int, default=60, help="generated tokens per timed generation")
   ap.add_argument("--top", type=int, default=12, help="kernels in the profile")
+  ap.add_argument("--generation", action="store_true", help="generation only: skip the first step's compile and training")
+  ap.add_argument("--rounds", type=int, default=3, help="timed generations per side (tinylit, then torch, in turn)")
   args = ap.parse_args()
   cfg = GPTConfig(vocab_size=80, n_layers=2, n_heads=4, dim=64, max_context=32) if args.quick else GPTConfig(vocab_size=80)
   bs = 8 if args.quick else 32
@@ -98,7 +104,8 @@ def main():
         f"{torch.get_num_threads()} threads")
 
   print(f"machine load (1-minute average) {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-  for label, env in ((f"{os.cpu_count()} compiler workers", {}), ("1 compiler worker (still beside Python's codegen)", {"COMPILE_WORKERS": "1"})):
+  workers = ((f"{os.cpu_count()} compiler workers", {}), ("1 compiler worker (still beside Python's codegen)", {"COMPILE_WORKERS": "1"}))
+  for label, env in () if args.generation else workers:
     wall, cpu, compilers, kernels = first_step(cfg, bs, args.device, **env)
     print(f"{'first training step, empty compile cache':46s} {wall:9.2f} s   (bar: under 15 s) with {label}: {kernels} kernels "
           f"compiled, CPU {cpu:.1f} s in Python, {compilers:.1f} s in the compilers")
@@ -118,6 +125,12 @@ def main():
     loss.backward()
     topt.step()
     return loss.item()
+  if not args.generation: training(cfg, data, tinylit_step, torch_step)
+  generation(args, cfg, model, tmodel)
+  if not args.generation: step_profile(args, step)
+
+
+def training(cfg: GPTConfig, data: list[np.ndarray], tinylit_step, torch_step):
   losses = (tinylit_step(data[0]), torch_step(data[0]))
   print(f"{'first loss (the same weights and batch)':46s} tinylit {losses[0]:.4f}, torch {losses[1]:.4f}")
   times = {}
@@ -131,22 +144,47 @@ def main():
   print(f"{'training step (median), torch eager':46s} {times['torch'] * 1e3:9.1f} ms")
   print(f"{'  tinylit / torch':46s} {times['tinylit'] / times['torch']:9.2f}x   (bar: 2x; stretch: under 1x)")
 
+
+
+def generation(args, cfg: GPTConfig, model: GPT, tmodel: TorchGPT):
   gen = Generator(model)
-  for _ in range(2): gen.generate([0], args.tokens, temperature=1.0, top_k=10)   # warm-up: the jit captures on its 2nd call
-  t0 = time.perf_counter(); gen.generate([0], args.tokens, temperature=1.0, top_k=10); tl = time.perf_counter() - t0
+  # warm-up: each jit runs its function on call 1 and captures on call 2 (the prompt's prefill jit once a generate)
+  for _ in range(2): gen.generate([0], args.tokens, temperature=1.0, top_k=10)
   torch_generate(tmodel, [0], args.tokens, 1.0, 10)
-  t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); tt = time.perf_counter() - t0
+  threads = torch.get_num_threads()
+  def torch_secs(n_threads: int) -> float:
+    torch.set_num_threads(n_threads)
+    t0 = time.perf_counter(); torch_generate(tmodel, [0], args.tokens, 1.0, 10); secs = time.perf_counter() - t0
+    torch.set_num_threads(threads)
+    return secs
+  tl = tt = tt1 = float("inf")
+  for _ in range(args.rounds):   # in turn, so that a busy spell of the machine falls on every side alike
+    t0 = time.perf_counter(); gen.generate([0], args.tokens, temperature=1.0, top_k=10); tl = min(tl, time.perf_counter() - t0)
+    tt, tt1 = min(tt, torch_secs(threads)), min(tt1, torch_secs(1))
   print(f"{'generation with a KV cache, tinylit':46s} {args.tokens / tl:9.1f} tokens/s")
-  print(f"{'generation with a KV cache, torch':46s} {args.tokens / tt:9.1f} tokens/s")
-  print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x")
-  # where tinylit's time goes: the prompt step runs plainly (scheduled afresh at every generate call), the rest replay
+  print(f"{f'generation with a KV cache, torch ({threads} threads)':46s} {args.tokens / tt:9.1f} tokens/s")
+  print(f"{'generation with a KV cache, torch (1 thread)':46s} {args.tokens / tt1:9.1f} tokens/s")
+  print(f"{'  tinylit / torch (tokens per second)':46s} {tt / tl:9.2f}x ({threads} threads), {tt1 / tl:.2f}x (1 thread)")
+  # where tinylit's time goes: the prompt through its prefill capture, then each token through the rollout capture
   t0 = time.perf_counter(); gen([0], 0, 1.0, 10)[1].item(); prompt_secs = time.perf_counter() - t0
   n_replay = min(args.tokens, cfg.max_context - 1)
   t0 = time.perf_counter()
   for pos in range(1, n_replay + 1): gen([1], pos, 1.0, 10)[1].item()
   replay_secs = (time.perf_counter() - t0) / n_replay
-  print(f"{'  tinylit: the prompt step (plain), one token':46s} {prompt_secs * 1e3:9.1f} ms; each later token (a TinyJit replay of "
-        f"{len(gen.step.jit_cache)} kernels) {replay_secs * 1e3:.2f} ms = {1 / replay_secs:.0f} tokens/s")
+  rollout = gen.rollout_jit.jit_cache
+  print(f"{'  tinylit: the prompt step (prefill replay)':46s} {prompt_secs * 1e3:9.2f} ms ({len(gen.prefill_jit[1].jit_cache)} "
+        f"kernels); each later token (a rollout replay of {len(rollout)} kernels) {replay_secs * 1e3:.2f} ms = {1 / replay_secs:.0f} tokens/s")
+  # the rollout's kernels in their order, as a replay runs them: their own time, and the time of the loop around them
+  start_pos = next(v for ei in rollout for v in ei.prg.p.vars)
+  kernel_secs, loop_secs = [], []
+  for pos in range(1, n_replay + 1):
+    t0 = time.perf_counter()
+    kernel_secs.append(sum(ei.run({**ei.var_vals, start_pos: pos} if ei.var_vals else None, jit=True) for ei in rollout))
+    loop_secs.append(time.perf_counter() - t0)
+  kernels, loop = statistics.median(kernel_secs), statistics.median(loop_secs)
+  print(f"{'  a rollout token: its kernels, in sequence':46s} {kernels * 1e3:9.2f} ms; the replay loop around them "
+        f"{(loop - kernels) * 1e3:.2f} ms ({(loop - kernels) / len(rollout) * 1e6:.1f} us a kernel); the rest of the call "
+        f"(inputs, binding, the token read back) {(replay_secs - loop) * 1e3:.2f} ms")
   # what the cache saves: the same loop running the whole window at every token instead. Every length is a new shape
   # with kernels of its own to compile (in the warm-up), so this runs over the first 16 tokens only
   n = min(args.tokens, cfg.max_context - 1, 16)
@@ -161,6 +199,9 @@ def main():
   print(f"{'  FLOPs per token, tinylit, with / without':46s} {flops_cached:9.3g} / {flops_uncached:.3g}  (the cache saves "
         f"{1 - flops_cached / flops_uncached:.0%} of the work over the first {n} tokens)")
 
+
+
+def step_profile(args, step):
   profile = []
   for ei in step.jit_cache:
     secs = min(ei.run(jit=True) for _ in range(3))

@@ -7,6 +7,7 @@ import pytest
 from devices import DEVICES
 
 from tinylit import Tensor
+from tinylit.helpers import Context
 from tinylit.models.gpt import GPT, CharTokenizer, Generator, GPTConfig, make_train_step, sample, shakespeare_archive
 from tinylit.nn.state import get_parameters, get_state_dict
 from tinylit.ops import Variable, resolve
@@ -91,6 +92,29 @@ def test_incremental_decoding_matches_the_whole_prefix(device):
   start = Variable("start_pos", 1, TINY.max_context - 2).bind(12)
   two = model(Tensor([seq[12:14]], device=device), start, gen.caches).numpy()[0]
   np.testing.assert_allclose(two, full[12:14], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_prefill_and_rollout_captures_draw_what_the_plain_path_draws(device):
+  """A prompt at position 0 goes through the prefill jit of its length (call 1 runs it, call 2 captures, call 3 on
+  replay), each later token through the rollout jit: with one seed, the tokens drawn are those of the plain path
+  (JIT=0), and a replayed prompt compiles nothing and gives the whole-prompt logits."""
+  model = tiny_model(device)
+  def draws(jit: int) -> tuple[Generator, list[list[int]]]:
+    Tensor.manual_seed(5)
+    with Context(JIT=jit):
+      gen = Generator(model)
+      return gen, [gen.generate([0, 1, 2], 6, temperature=0.8, top_k=3) for _ in range(3)]
+  gen, jitted = draws(1)
+  assert jitted == draws(0)[1]
+  prefill = gen.prefill_jit[3]
+  assert list(gen.prefill_jit) == [3] and prefill.cnt == 3 and prefill.jit_cache and gen.rollout_jit.jit_cache
+  before = len(method_cache)
+  logits, token = gen([0, 1, 2], 0)
+  assert len(method_cache) == before and prefill.cnt == 4
+  want = model(Tensor([[0, 1, 2]], device=device)).numpy()[0, -1]
+  np.testing.assert_allclose(logits.numpy()[0], want, rtol=1e-4, atol=1e-5)
+  assert 0 <= token.item() < TINY.vocab_size
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,6 +1,7 @@
 """The CPU's thread pool (chapter 8a): threaded kernels launched through `tinylit_pool_run` give the same answers as
-numpy, with a bound variable among their arguments, from several Python threads at once, and in a forked
-child. The programs that any device can run are run on every device; only the CPU threads them."""
+numpy, with a bound variable among their arguments, from several Python threads at once, and in a forked child;
+every call of a launch runs exactly once, whoever takes it. The programs that any device can run are run on every
+device; only the CPU threads them."""
 import os, threading
 
 import numpy as np
@@ -48,6 +49,19 @@ def test_launches_from_several_python_threads(device):
   for th in threads: th.join()
   for i, x in enumerate(xs):
     np.testing.assert_allclose(jobs[i][1][0].numpy().reshape(ROWS, COLS), np.exp2(x * (i + 1)) + i, rtol=1e-5, atol=1e-6)
+
+
+def test_every_call_of_a_launch_runs_exactly_once():
+  # the launching thread and the workers take calls from one counter: a call taken twice adds 2 to its slot, one never
+  # taken adds nothing. Many launches in a row, so that some find the workers spinning, some asleep, some late
+  from tinylit.runtime.ops_cpu import ClangCompiler, CPUProgram
+  calls = max(os.cpu_count() or 1, 2)   # a call per core (the pool makes a worker for each call after the first)
+  src = ("void count(int* restrict slots, int core_id) { slots[core_id] += 1; }\n"
+         "void count_thread(void** args, int core_id) { count((int*)args[0], core_id); }")
+  prg = CPUProgram("count", ClangCompiler().compile(src))
+  slots = np.zeros(calls, np.int32)
+  for _ in range(500): prg(slots, global_size=(calls, 1, 1))
+  np.testing.assert_array_equal(slots, np.full(calls, 500))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")

@@ -127,8 +127,8 @@ class GPT:
     self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
   def __call__(self, tokens: Tensor, start_pos: int | UOp = 0, caches: list[Tensor] | None = None) -> Tensor:
     bsz, seqlen = tokens.shape
-    positions = Tensor.arange(start_pos, start_pos + seqlen, device=tokens.device).reshape(1, seqlen)
-    x = self.wte(tokens) + self.wpe(positions)
+    # the positions are consecutive, so their embeddings are rows start_pos.. of the table: a view, no kernel
+    x = self.wte(tokens) + self.wpe.weight.shrink(((start_pos, start_pos + seqlen), None))
     for i, block in enumerate(self.h): x = block(x, start_pos, None if caches is None else caches[i])
     return self.lm_head(self.ln_f(x))
   @property
@@ -161,26 +161,37 @@ def sample(logits: Tensor, temperature: Tensor, top_k: Tensor) -> Tensor:
 
 # %% ../../nbs/12_capstone_gpt.ipynb #a549827d
 class Generator:
-  """Text from a GPT one token at a time, the way tinygrad's examples/gpt2.py runs it: a KV cache per block, the
-  prompt in one call at position 0, then each new token at a bound `Variable("start_pos", 1, max_context - 1)`
-  through one TinyJit capture that serves every position."""
+  """Text from a GPT one token at a time, with a KV cache per block and two TinyJits, as tinygrad's LLM app keeps
+  them: `prefill_jit` runs a prompt at position 0 (one capture per prompt length, since the length is part of every
+  shape), `rollout_jit` each new token at a bound `Variable("start_pos", 1, max_context - 1)` (one capture for every
+  position)."""
   def __init__(self, model: GPT):
     self.model, self.caches = model, model.new_caches()
-    self.step = TinyJit(self._step)
+    self.prefill_jit: dict[int, TinyJit] = {}   # prompt length -> the capture of a prompt that long
+    self.rollout_jit = TinyJit(self._step)
+    self._settings: tuple = ()                  # the last (temperature, top_k) and their tensors
   def _step(self, tokens: Tensor, start_pos: int | UOp, temperature: Tensor, top_k: Tensor) -> tuple[Tensor, Tensor]:
     "The logits of the last position and the token drawn from them."
     logits = self.model(tokens, start_pos, self.caches)[:, -1, :]
     return logits.realize(), sample(logits, temperature, top_k).realize()
+  def settings(self, temperature: float, top_k: int | None) -> tuple[Tensor, Tensor]:
+    "`temperature` and `top_k` as the tensors the captures read: made again only when they change, not for every token."
+    key = (float(temperature), top_k or self.model.cfg.vocab_size)
+    if not self._settings or self._settings[0] != key:
+      self._settings = (key, Tensor([key[0]], device=self.model.device), Tensor([key[1]], device=self.model.device))
+    return self._settings[1:]
   def __call__(self, tokens: list[int], start_pos: int, temperature: float = 1.0, top_k: int | None = None) -> tuple[Tensor, Tensor]:
-    "Feed `tokens` at `start_pos`: one token after the start runs through the jit, a prompt (at 0) plainly."
-    cfg, device = self.model.cfg, self.model.device
-    if not 0 <= start_pos and start_pos + len(tokens) <= cfg.max_context:
+    """Feed `tokens` at `start_pos`: a prompt at 0 through the prefill capture of its length, one token after the start
+    through the rollout capture, anything else (several tokens after the start) plainly."""
+    cfg = self.model.cfg
+    if not (0 <= start_pos and start_pos + len(tokens) <= cfg.max_context):
       raise ValueError(f"Generator: positions {start_pos}..{start_pos + len(tokens) - 1} don't fit a context of {cfg.max_context}")
-    args = (Tensor([tokens], device=device), Tensor([float(temperature)], device=device),
-            Tensor([top_k or cfg.vocab_size], device=device))
-    if start_pos > 0 and len(tokens) == 1:
-      return self.step(args[0], Variable("start_pos", 1, cfg.max_context - 1).bind(start_pos), *args[1:])
-    return self._step(args[0], start_pos, *args[1:])
+    x, settings = Tensor([tokens], device=self.model.device), self.settings(temperature, top_k)
+    if start_pos == 0:
+      if (prefill := self.prefill_jit.get(len(tokens))) is None: prefill = self.prefill_jit[len(tokens)] = TinyJit(self._step)
+      return prefill(x, 0, *settings)
+    if len(tokens) == 1: return self.rollout_jit(x, Variable("start_pos", 1, cfg.max_context - 1).bind(start_pos), *settings)
+    return self._step(x, start_pos, *settings)
   def generate(self, prompt: list[int], max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None) -> list[int]:
     """`prompt` and `max_new_tokens` tokens drawn after it. When the cache is full, the last half of the window is
     fed again from position 0 (the cache can't slide: a row's keys were computed with that row's position)."""

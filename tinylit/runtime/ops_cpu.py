@@ -80,9 +80,10 @@ typedef void (*entry_t)(void **args, int core_id);
 enum { MAX_WORKERS = 255, SPIN_NS = 150000 };
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER, lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static entry_t job; static void **job_args; static int job_threads;
-static atomic_uint generation; static atomic_int unfinished;
-static unsigned born[MAX_WORKERS + 1];   /* the job counter when each worker was made: it waits for the next one */
+static entry_t job; static void **job_args;
+/* the job's state in one word, so that a call is taken with one compare-and-swap: the job counter (bits 32 up), how
+   many calls the job has (bits 16-31) and how many of them are taken (bits 0-15) */
+static _Atomic unsigned long long state; static atomic_int unfinished;
 static int workers; static pid_t owner;
 
 static inline void relax(void) {
@@ -93,24 +94,37 @@ static inline void relax(void) {
 #endif
 }
 static long long now_ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
+static unsigned job_counter(void) { return (unsigned)(atomic_load_explicit(&state, memory_order_acquire) >> 32); }
+
+static void run_calls(void) {   /* take the job's calls one at a time, and run them, until none is left */
+  unsigned long long s = atomic_load_explicit(&state, memory_order_acquire);
+  while ((s & 0xffff) < ((s >> 16) & 0xffff)) {
+    if (!atomic_compare_exchange_weak_explicit(&state, &s, s + 1, memory_order_acq_rel, memory_order_acquire)) continue;
+    job(job_args, (int)(s & 0xffff));
+    atomic_fetch_sub_explicit(&unfinished, 1, memory_order_acq_rel);
+    s = atomic_load_explicit(&state, memory_order_acquire);
+  }
+}
 
 static void *worker(void *arg) {
-  int id = (int)(intptr_t)arg;
-  unsigned seen = born[id], g;
+  unsigned seen = (unsigned)(uintptr_t)arg, g;   /* the job counter when it was made: it waits for the next job */
   for (;;) {
     long long until = now_ns() + SPIN_NS;   /* spin a while: the next kernel usually comes within microseconds */
-    for (int i = 1; (g = atomic_load_explicit(&generation, memory_order_acquire)) == seen; i++) {
+    for (int i = 1; (g = job_counter()) == seen; i++) {
       relax();
-      if (i % 64 == 0 && now_ns() > until) break;
+      if (i % 64) continue;
+      if (now_ns() > until) break;
+      /* let a thread that waits for this core run first: on a busy machine a woken worker can land on the launching
+         thread's core, and spinning there would keep the launch from finishing for the whole spin */
+      sched_yield();
     }
     if (g == seen) {   /* then sleep; the launch moves the counter under the same lock, so no wake-up is lost */
       pthread_mutex_lock(&lock);
-      while ((g = atomic_load(&generation)) == seen) pthread_cond_wait(&wake, &lock);
+      while ((g = job_counter()) == seen) pthread_cond_wait(&wake, &lock);
       pthread_mutex_unlock(&lock);
     }
     seen = g;
-    if (id < job_threads) job(job_args, id);
-    atomic_fetch_sub_explicit(&unfinished, 1, memory_order_acq_rel);
+    run_calls();
   }
   return 0;
 }
@@ -123,19 +137,20 @@ int tinylit_pool_run(entry_t fn, void **args, int threads) {
   }
   while (workers < threads - 1 && workers < MAX_WORKERS) {
     pthread_t t;
-    born[workers + 1] = atomic_load(&generation);
-    if (pthread_create(&t, 0, worker, (void *)(intptr_t)(workers + 1)) != 0) break;
+    if (pthread_create(&t, 0, worker, (void *)(uintptr_t)job_counter()) != 0) break;
     pthread_detach(t);
     workers++;
   }
-  job = fn; job_args = args; job_threads = threads;
-  atomic_store(&unfinished, workers);
+  job = fn; job_args = args;
+  atomic_store(&unfinished, threads);
   pthread_mutex_lock(&lock);
-  atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
+  atomic_store_explicit(&state, ((unsigned long long)(job_counter() + 1) << 32) | ((unsigned long long)threads << 16),
+                        memory_order_release);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  fn(args, 0);
-  for (int id = workers + 1; id < threads; id++) fn(args, id);   /* calls no worker could be made for: run them here */
+  /* this thread takes calls too, and every call no worker took: a worker still waking, or whose core is busy with
+     another program, costs the launch its share of the work, not the time it takes to come */
+  run_calls();
   for (int i = 1; atomic_load_explicit(&unfinished, memory_order_acquire) > 0; i++) if (i % 1024) relax(); else sched_yield();
   pthread_mutex_unlock(&run_lock);
   return 0;
@@ -150,7 +165,6 @@ def thread_pool() -> ctypes.CDLL:
   os.unlink(f.name)
   lib.tinylit_pool_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
   return lib
-
 
 # %% ../../nbs/08a_cpu.ipynb #389693d5
 @functools.cache
