@@ -164,5 +164,5 @@ def test_no_module_imports_another_modules_private_names():
 def test_the_jit_and_the_scheduler_share_one_planner():
   import tinylit.jit, tinylit.memory, tinylit.schedule
   assert tinylit.jit.internal_memory_planner is tinylit.memory.internal_memory_planner
-  assert tinylit.schedule.memory_plan is tinylit.memory.memory_plan
+  assert tinylit.schedule.memory_planner is tinylit.memory.memory_planner
   assert not hasattr(tinylit.schedule, "_internal_memory_planner")

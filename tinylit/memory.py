@@ -4,38 +4,23 @@
 
 # %% ../nbs/04a_memory.ipynb #7e3a0c02
 from __future__ import annotations
-from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from .dtype import dtypes
 from .helpers import NO_MEMORY_PLANNER
-from .ops import Ops
 from .device import Buffer
 if TYPE_CHECKING: from tinylit.schedule import ScheduleItem   # the planner sees items' buffers, never the lazy graph
 
 # %% auto #0
-__all__ = ['elementwise_inputs', 'internal_memory_planner', 'memory_order', 'memory_plan', 'planned_memory']
-
-# %% ../nbs/04a_memory.ipynb #c0bc0add
-def elementwise_inputs(si: ScheduleItem) -> set[int]:
-  """Positions in `si.bufs` of the inputs that a kernel without a reduce reads only at the element it writes:
-  its output may overwrite them, element by element, if they are not needed afterwards."""
-  if si.ast.op is not Ops.SINK or len(si.ast.src) != 1: return set()
-  nodes = si.ast.toposort
-  if any(u.op is Ops.REDUCE_AXIS for u in nodes): return set()
-  out_view = si.ast.src[0].src[1]
-  loads = [u for u in nodes if u.op is Ops.LOAD]
-  same = {u.src[0].arg for u in loads if u.src[1] is out_view}
-  return same - {u.src[0].arg for u in loads if u.src[1] is not out_view} - {0}
+__all__ = ['internal_memory_planner', 'memory_planner', 'planned_memory']
 
 # %% ../nbs/04a_memory.ipynb #7fcdbef5
-def internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[Buffer] | None = None,
-                            inplace: list[set[int]] | None = None) -> dict[Buffer, Buffer]:
+def internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[Buffer] | None = None) -> dict[Buffer, Buffer]:
   """Share memory among buffers whose lifetimes don't overlap. `buffers[i]` are the buffers step i uses (a schedule
   item's or a TinyJit ExecItem's `bufs`, output first); a buffer's lifetime runs from the first step that uses it to
   the last. A view counts as its base. Every buffer not in `noopt_buffers` (nor a view of one) is planned.
-  `inplace[i]`: positions in `buffers[i]` whose memory step i's output may take if they die at step i (an elementwise
-  kernel that reads them only at the element it writes). Returns {buffer: a view of the block it now lives in}."""
+  Returns {buffer: a view of the block it now lives in}."""
   if NO_MEMORY_PLANNER: return {}
   noopt = noopt_buffers or set()
   first: dict[Buffer, int] = {}
@@ -48,12 +33,8 @@ def internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[
   blocks: list[list] = []   # [device, nbytes, tenant]: one shared allocation, and the buffer that holds it now
   block_of: dict[Buffer, int] = {}
   for i, bufs in enumerate(buffers):
-    # inputs step i reads for the last time, only where it writes: its output may take their block
-    dying_inputs = {bufs[k].base for k in (inplace[i] if inplace else ()) if last.get(bufs[k].base) == i}
     for unit in sorted((b.base for b in dict.fromkeys(bufs) if first.get(b.base) == i), key=lambda u: -u.nbytes):
-      in_place = {b for b in dying_inputs if b.dtype.itemsize == unit.dtype.itemsize} if unit is bufs[0].base else set()
-      free = [n for n, (device, _, tenant) in enumerate(blocks)
-              if device == unit.device and (last[tenant] < i or tenant in in_place)]
+      free = [n for n, (device, _, tenant) in enumerate(blocks) if device == unit.device and last[tenant] < i]
       fits = [n for n in free if blocks[n][1] >= unit.nbytes]
       if fits: n = min(fits, key=lambda n: blocks[n][1])           # the smallest block it fits in
       elif free: n = max(free, key=lambda n: blocks[n][1])         # else the largest free one, grown
@@ -66,59 +47,15 @@ def internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[
   return {b: Buffer(b.device, b.size, b.dtype, base=memory[block_of[b.base]])
           for bufs in buffers for b in bufs if b.base in block_of}
 
-# %% ../nbs/04a_memory.ipynb #90b443c1
-def memory_order(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[ScheduleItem]:
-  """The same items, in an order that lets the intermediates `temps` go early. Any order computes the same values
-  if each item still runs after the last writer of every buffer it reads or writes, and before any later writer of a
-  buffer it reads. Among the items that are ready, it takes the one that frees the most bytes, less what it allocates."""
-  before: list[set[int]] = [set() for _ in schedule]   # the items that must run before item i
-  writer: dict[Buffer, int] = {}
-  readers: dict[Buffer, list[int]] = {}
-  for i, si in enumerate(schedule):
-    for b in si.inputs:
-      if b in writer: before[i].add(writer[b])
-      readers.setdefault(b, []).append(i)
-    for out in si.outputs:   # a kernel may write several buffers (chapter 4's multi-output kernels)
-      if out in writer: before[i].add(writer[out])
-      before[i].update(r for r in readers.pop(out, []) if r != i)
-      writer[out] = i
-  after: list[list[int]] = [[] for _ in schedule]
-  for i, deps in enumerate(before):
-    for d in deps: after[d].append(i)
-  waiting = [len(deps) for deps in before]
-  readers_left = Counter(b for si in schedule for b in set(si.inputs) if b in temps)
-  def gain(i: int) -> tuple[int, int]:
-    si = schedule[i]
-    freed = sum(b.nbytes for b in set(si.inputs) if b in temps and readers_left[b] == 1)
-    # an assign's target is realized: allocated
-    allocated = sum(b.nbytes for b in si.outputs if not b.is_allocated)
-    return freed - allocated, -i   # on a tie, the scheduler's order
-  ready, order = [i for i, n in enumerate(waiting) if n == 0], []
-  while ready:
-    best = max(ready, key=gain)
-    ready.remove(best)
-    order.append(schedule[best])
-    readers_left.subtract(b for b in set(schedule[best].inputs) if b in temps)
-    for j in after[best]:
-      waiting[j] -= 1
-      if waiting[j] == 0: ready.append(j)
-  return order
-
 # %% ../nbs/04a_memory.ipynb #69ddf19b
-def memory_plan(schedule: list[ScheduleItem], temps: set[Buffer]) -> tuple[list[int], dict[Buffer, Buffer]]:
-  """Where the intermediates `temps` live: the order to run the items in (their positions in `schedule`: the scheduler's
-  order or `memory_order`, whichever needs less memory) and {buffer: the view of a shared block it now is}."""
-  if NO_MEMORY_PLANNER or not temps: return list(range(len(schedule))), {}
-  keep = {b for si in schedule for b in si.bufs} - temps
-  position = {id(si): i for i, si in enumerate(schedule)}
-  plans = []
-  for order in (list(range(len(schedule))), [position[id(si)] for si in memory_order(schedule, temps)]):
-    assigned = internal_memory_planner([schedule[i].bufs for i in order], keep, [elementwise_inputs(schedule[i]) for i in order])
-    plans.append((sum(block.nbytes for block in {view.base for view in assigned.values()}), order, assigned))
-  _, order, assigned = min(plans, key=lambda plan: plan[0])   # on a tie, the scheduler's order
-  return order, assigned
+def memory_planner(schedule: list[ScheduleItem], temps: set[Buffer]) -> list[ScheduleItem]:
+  "The same items in the same order, with the intermediates `temps` replaced by the views of the blocks they share."
+  if NO_MEMORY_PLANNER or not temps: return schedule
+  assigned = internal_memory_planner([si.bufs for si in schedule], {b for si in schedule for b in si.bufs} - temps)
+  return [replace(si, bufs=tuple(assigned.get(b, b) for b in si.bufs)) for si in schedule]
 
 def planned_memory(buffers: list[Sequence[Buffer]]) -> tuple[int, int]:
   "Bytes of the planned buffers (the views), and of the blocks they share: the memory without and with the planner."
   views = {b for bufs in buffers for b in bufs if b._base is not None}
   return sum(b.nbytes for b in views), sum(b.nbytes for b in {b._base for b in views})
+

@@ -5,7 +5,7 @@
 # %% ../nbs/04_schedule.ipynb #7426b62d
 from __future__ import annotations
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, prod
 from .ops import Ops, GroupOp
@@ -13,7 +13,7 @@ from .ops import UOp, resolve, sint
 from .shapetracker import ShapeTracker, View
 from .lazy import LazyBuffer
 from .device import Buffer, Device
-from .memory import memory_plan, planned_memory
+from .memory import memory_planner, planned_memory
 from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
 
 # %% auto #0
@@ -445,10 +445,7 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   else:
     schedule, computes = _schedule(outs)
     _remember(key, schedule, computes)
-  if len(schedule) >= 2 and not NO_MEMORY_PLANNER and (temps := intermediates(computes, outs)):
-    at, assigned = memory_plan(schedule, temps)
-    schedule = [replace(schedule[i], bufs=tuple(assigned.get(b, b) for b in schedule[i].bufs)) for i in at]
-    computes = [computes[i] for i in at]
+  if len(schedule) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:

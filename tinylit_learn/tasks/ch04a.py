@@ -1,10 +1,5 @@
-"Chapter 4a, the memory planner (nbs/04a_memory.ipynb): blocks shared by lifetimes, and an order that frees memory early."
-from collections import namedtuple
-
+"Chapter 4a, the memory planner (nbs/04a_memory.ipynb): blocks shared by lifetimes, and a schedule planned with them."
 from tinylit_learn.tasks import Task, case, expect
-
-# a stand-in for a ScheduleItem: `memory_order` asks only which buffers it writes and which it reads
-Item = namedtuple("Item", "outputs inputs")
 
 
 def buffers(*sizes, device="CPU"):
@@ -52,10 +47,6 @@ def check_planner():
     plan = internal_memory_planner([[A], [B], [V, B]])
     expect(plan[A].base is not plan[B].base, "A is used through its view at step 2, while B lives: two blocks")
     expect(plan[V].base is plan[A].base, "the view goes into its base's block")
-  with case("in place: step i's output may take an input's block if that input dies at step i"):
-    A, B = buffers(64, 64)
-    plan = internal_memory_planner([[A], [B, A]], inplace=[set(), {1}])
-    expect(plan[A].base is plan[B].base, "B = f(A) elementwise, A read for the last time: one block")
   with case("buffers on two devices never share"):
     A, = buffers(64)
     B, = buffers(64, device="PYTHON")
@@ -63,52 +54,48 @@ def check_planner():
     expect(plan[A].base is not plan[B].base and plan[B].base.device == "PYTHON", "each device has its own blocks")
 
 
-def check_order():
-  from tinylit.memory import memory_order
-  def order(items, temps): return [items.index(si) for si in memory_order(items, temps)]
-  with case("one chain: nothing to choose"):
+def check_memory_planner():
+  from tinylit.helpers import Context
+  from tinylit.memory import memory_planner
+  from tinylit.ops import Ops, UOp
+  from tinylit.schedule import ScheduleItem
+  def items(*steps): return [ScheduleItem(UOp(Ops.EMPTY), tuple(bufs)) for bufs in steps]
+  with case("a chain X -> T1 -> T2 -> O with the intermediates T1 and T2"):
+    X, T1, T2, O = buffers(64, 64, 64, 64)
+    sched = items([T1, X], [T2, T1], [O, T2])
+    got = memory_planner(sched, {T1, T2})
+    expect(isinstance(got, list) and len(got) == 3, f"expected a list of the 3 items, got {got!r}")
+    expect([si.ast for si in got] == [si.ast for si in sched], "expected the same items, in the same order")
+    expect(got[0].bufs[1] is X and got[2].bufs[0] is O, "X (an input) and O (the output) are not intermediates: left alone")
+    t1, t2 = got[0].bufs[0], got[1].bufs[0]
+    expect(t1 is not T1 and t1.base is not t1 and t1.size == T1.size, "T1 should be replaced by a view of a block")
+    expect(got[1].bufs[1] is t1 and got[2].bufs[1] is t2, "each item should see the same view of an intermediate")
+    expect(t1.base is not t2.base, "T1 and T2 are both used at step 1: two blocks")
+  with case("no intermediates: the schedule as it is"):
+    X, O = buffers(64, 64)
+    sched = items([O, X])
+    got = memory_planner(sched, set())
+    expect([si.bufs for si in got] == [si.bufs for si in sched], "with no intermediates, no buffer changes")
+  with case("NO_MEMORY_PLANNER=1 turns it off"):
     X, T, O = buffers(64, 64, 64)
-    items = [Item((T,), (X,)), Item((O,), (T,))]
-    expect(order(items, {T}) == [0, 1], f"expected [0, 1], got {order(items, {T})}")
-  with case("two independent chains: the ready item that frees the most, less what it allocates, goes first"):
-    X, T1, T2, O1, O2 = buffers(64, 4096, 64, 64, 64)
-    items = [Item((T1,), (X,)), Item((T2,), (X,)), Item((O1,), (T1,)), Item((O2,), (T2,))]
-    # ready first: 0 (allocates 4096) and 1 (64): 1; then 0 and 3 (frees 64, allocates 64): 3; then 0, then 2
-    got = order(items, {T1, T2})
-    expect(got == [1, 3, 0, 2], f"expected [1, 3, 0, 2] (T1's 4096 bytes alive for one step only), got {got}")
-  with case("equal sizes: a tie goes to the earlier item"):
-    X, T1, T2, O1, O2 = buffers(64, 64, 64, 64, 64)
-    items = [Item((T1,), (X,)), Item((T2,), (X,)), Item((O1,), (T1,)), Item((O2,), (T2,))]
-    got = order(items, {T1, T2})
-    expect(got == [0, 2, 1, 3], f"expected [0, 2, 1, 3] (0 and 1 tie; then 2 frees T1), got {got}")
-  with case("a write after a read: the item that overwrites W runs after every item that reads W"):
-    Z, W, T, O = buffers(4096, 64, 64, 64)
-    # item 1 overwrites W (an assign) and frees the 4096 bytes of Z: the best gain, but item 0 reads W first
-    items = [Item((T,), (W,)), Item((W,), (Z,)), Item((O,), (T,))]
-    got = order(items, {T, Z})
-    expect(got == [0, 1, 2], f"expected [0, 1, 2]: item 1 writes W, which item 0 reads, so it must come after it; got {got}")
-  with case("a read after a write, and two writes of one buffer, keep their order"):
-    X, W, O = buffers(64, 64, 64)
-    items = [Item((W,), (X,)), Item((W,), (W,)), Item((O,), (W,))]
-    got = order(items, set())
-    expect(got == [0, 1, 2], f"expected [0, 1, 2], got {got}")
+    sched = items([T, X], [O, T])
+    with Context(NO_MEMORY_PLANNER=1): got = memory_planner(sched, {T})
+    expect([si.bufs for si in got] == [si.bufs for si in sched], "with NO_MEMORY_PLANNER=1, no buffer changes")
 
 
 TASKS = [
   Task("04a.1", "write internal_memory_planner: a buffer's lifetime runs from the first step that uses it (or a view "
        "of it: count every buffer as its .base) to the last; walking the steps in order, every buffer first used at "
-       "step i (biggest first) takes a block whose tenant's lifetime ended before step i (or, for the step's output, "
-       "an input in `inplace[i]` that dies at step i): the smallest free block it fits in, else the largest free "
-       "one grown, else a new block. Blocks never mix devices; noopt_buffers (and views of them) and empty buffers "
-       "are not planned. Return {buffer: Buffer(b.device, b.size, b.dtype, base=its block)}, the blocks being uint8 "
+       "step i (biggest first) takes a block whose tenant's lifetime ended before step i: the smallest free block it "
+       "fits in, else the largest free one grown, else a new block. Blocks never mix devices; noopt_buffers (and "
+       "views of them) and empty buffers are not planned. Return {buffer: Buffer(b.device, b.size, b.dtype, base=its block)}, the blocks being uint8 "
        "Buffers of their final size. Chapter 4a's 'Blocks of memory' section walks through it.",
        "two passes: first and last use of every base, then the blocks, each a [device, nbytes, tenant] list.",
        check_planner),
-  Task("04a.2", "write memory_order: the same items in an order that lets the intermediates `temps` go early. An item "
-       "must run after the last earlier writer of every buffer it reads or writes, and a writer after every earlier "
-       "reader of what it overwrites. Among the ready items, take the one whose gain is largest: the bytes of the "
-       "temps it reads for the last time, less the bytes of the outputs it allocates (not b.is_allocated); on a tie, "
-       "the earlier item. Chapter 4a's 'Order matters' section.",
-       "count the dependencies of each item (a set per item), release the items waiting on the one you take, and keep a "
-       "Counter of each temp's readers still to run.", check_order),
+  Task("04a.2", "write memory_planner: plan a schedule's intermediates `temps` with internal_memory_planner (every other "
+       "buffer the items use goes in noopt_buffers, so it is left alone), and return the same items in the same order, "
+       "each with its buffers replaced by their views (dataclasses.replace(si, bufs=...)). With no temps, or with "
+       "NO_MEMORY_PLANNER, the schedule as it is. Chapter 4a's 'The planner' section.",
+       "one call of internal_memory_planner over [si.bufs for si in schedule]; assigned.get(b, b) for each buffer.",
+       check_memory_planner),
 ]
