@@ -41,7 +41,7 @@ PLANTED = {
   "04a.1": ("internal_memory_planner", "if device == unit.device and last[tenant] < i]", "if device == unit.device and last[tenant] <= i]",
             "A and B are both used at step 1"),
   "04a.2": ("memory_planner", "{b for si in schedule for b in si.bufs} - temps", "set()", "left alone"),
-  "05.1": ("UPat.match", "if self.name in store and store[self.name] is not uop: return []", "pass",
+  "05.1": ("UPat.match", "if bound is not uop: return []", "pass",
            "a name used twice"),
   "05.2": ("graph_rewrite", "else rewrite(rw)", "else rw", "rewritten again"),
   "05a.1": ("div_mod_fold", "if rem.vmin >= 0 and rem.vmax < d and", "if rem.vmin >= 0 and rem.vmax <= d and",

@@ -16,7 +16,7 @@ __all__ = ['UPat', 'PatternMatcher', 'graph_rewrite']
 class UPat(MathTrait):
   """A pattern over UOps. Fields left as None match anything; `name` binds the matched node.
   `src` as a tuple matches sources in order; as a list, in any order (for commutative ops)."""
-  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len")
+  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "orders")
   def __init__(self, op: Ops | tuple[Ops, ...] | None = None, dtype: DType | tuple[DType, ...] | None = None,
                src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = None, name: str | None = None,
                allow_any_len: bool = False):
@@ -24,6 +24,8 @@ class UPat(MathTrait):
     self.dtype = (dtype,) if isinstance(dtype, DType) else dtype
     self.src = (src,) if isinstance(src, UPat) else src
     self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+    # the orders to try the sources in: every permutation of a list, the one order of a tuple (made once, here)
+    self.orders = None if self.src is None else list(itertools.permutations(self.src)) if isinstance(self.src, list) else [self.src]
   @staticmethod
   def var(name: str | None = None, dtype=None) -> UPat: return UPat(dtype=dtype, name=name)
   @staticmethod
@@ -45,18 +47,19 @@ class UPat(MathTrait):
        or (self.arg is not None and not (self.arg == uop.arg and type(self.arg) is type(uop.arg))):
       return []
     if self.name is not None:
-      if self.name in store and store[self.name] is not uop: return []
-      store = {**store, self.name: uop}
-    if self.src is None: return [store]
+      if (bound := store.get(self.name)) is not None:
+        if bound is not uop: return []
+      else: store = {**store, self.name: uop}
+    if self.orders is None: return [store]
     if not self.allow_any_len and len(self.src) != len(uop.src): return []
-    orders = itertools.permutations(self.src) if isinstance(self.src, list) else [self.src]
     results = []
-    for order in orders:
+    for order in self.orders:
       partial = [store]
       for pat, src in zip(order, uop.src):
-        partial = [m for st in partial for m in pat.match(src, st)]
+        # one way so far (the usual case): its matches are the next ways, without building a list around them
+        partial = pat.match(src, partial[0]) if len(partial) == 1 else [m for st in partial for m in pat.match(src, st)]
         if not partial: break
-      results.extend(partial)
+      results += partial
     return results
 
 # %% ../nbs/05_pattern.ipynb #adb9d514
@@ -92,8 +95,8 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
   memo: dict[UOp, UOp] = {}
   def rewrite(u: UOp) -> UOp:
     if (done := memo.get(u)) is not None: return done
-    new_src = tuple(rewrite(s) for s in u.src)
-    current = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
+    new_src = tuple([rewrite(s) for s in u.src])
+    current = u if new_src == u.src else u.replace(src=new_src)   # UOps compare by identity (chapter 3)
     ret = current if (rw := pm.rewrite(current, ctx)) is None else rewrite(rw)
     memo[u] = memo[current] = ret
     return ret

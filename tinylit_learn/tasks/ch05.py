@@ -101,8 +101,9 @@ def check_graph_rewrite():
 TASKS = [
   Task("05.1", "write UPat.match: every way `uop` matches this pattern, as a list of dicts of bound names ([] for none). "
        "Check op, dtype and arg (the arg's type too), bind `name` (a name bound before must be the same node), then "
-       "match the sources: a tuple in order, a list in every order (itertools.permutations), their count unless "
-       "allow_any_len. Chapter 5 built UPat's fields; chapter 3 made UOps hash-consed, so `is` compares nodes.",
+       "match the sources in each of `self.orders` (the constructor made them: a tuple's one order, every "
+       "permutation of a list), their count unless allow_any_len. Chapter 5 built UPat's fields; chapter 3 made "
+       "UOps hash-consed, so `is` compares nodes.",
        "carry a list of partial stores through the sources: each source pattern turns every store into its matches.",
        check_match),
   Task("05.2", "write graph_rewrite: rewrite the graph under `sink` bottom-up with pm.rewrite(node, ctx), sources "
