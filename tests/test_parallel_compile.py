@@ -212,3 +212,21 @@ def test_two_kernels_of_one_name_in_a_batch_are_compiled_apart(device, fresh_cac
   (lib1, lib2), counting = compile_behind_a_busy_worker(dev.compiler, first, [src1, clash], pool_of)
   assert [srcs for srcs, _ in counting.calls] == [[first], [src1, clash], [src1], [clash]]
   assert lib1.result() != lib2.result()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_forked_process_compiles_on_its_own(device, fresh_cache):
+  "A child forked while its parent compiled inherits the parent's queue and counts, but none of its workers."
+  dev = Device[device]
+  (_, src), = kernel_sources(device, 1, seed=int(time.time_ns() % 2**31) + 4)
+  stale = device_module.Future()   # a compile of the parent's, in flight when it forked: never settled in the child
+  pid = os.fork()
+  if pid == 0:   # the child: it sees the parent's pool record, with the parent's pid
+    ok = False
+    try:
+      device_module._compiling[(dev.compiler, src)] = stale
+      device_module._busy += 1
+      ok = device_module.compile_async(dev.compiler, src).result(timeout=60) == dev.compiler.compile(src)
+    finally: os._exit(0 if ok else 1)
+  _, status = os.waitpid(pid, 0)
+  assert os.waitstatus_to_exitcode(status) == 0, "the child's compile_async did not compile the source itself"

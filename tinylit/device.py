@@ -166,11 +166,14 @@ _queue_lock, _busy = threading.Lock(), 0
 def compile_async(compiler: Compiler, src: str) -> Future:
   """Queue `compiler.compile_cached(src)` for a pool of worker threads, one per core, and return its `Future` at once.
   A source already queued or being compiled by this compiler gets the same `Future`: it is compiled once."""
-  global _compile_pool
-  if (running := _compiling.get((compiler, src))) is not None: return running
-  # a process forked from this one has the pool's record but none of its threads: it makes its own pool
+  global _compile_pool, _queue_lock, _busy
+  # a process forked from this one has the pool's record but none of its threads, and none of the compiles that were
+  # queued or under way (a lock taken by one of them stays taken): it starts afresh, with a pool of its own
   if _compile_pool is None or _compile_pool[0] != os.getpid():
+    _compiling.clear(); _queued.clear()
+    _queue_lock, _busy = threading.Lock(), 0
     _compile_pool = (os.getpid(), ThreadPoolExecutor(getenv("COMPILE_WORKERS", os.cpu_count() or 1), thread_name_prefix="tinylit-compile"))
+  if (running := _compiling.get((compiler, src))) is not None: return running
   future = _compiling[(compiler, src)] = Future()
   future.add_done_callback(lambda _: _compiling.pop((compiler, src), None))
   # the worker sees the caller's context variables (Python's `contextvars`, for this compile)
