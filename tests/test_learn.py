@@ -60,8 +60,8 @@ PLANTED = {
   "09.1": ("_returned_tensors", "if id(ret) in seen: return []", "if False: return []", "the same tensor returned twice"),
   "09.2": ("_map_tensors", "if id(ret) not in done: done[id(ret)] = fn(ret)", "done[id(ret)] = fn(ret)",
            "the same tensor returned twice"),
-  "08.2": ("Compiler.compile_cached", "if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64]:",
-           "if data[:32] == key:", "a damaged file"),
+  "08.2": ("Compiler.cache_get", "if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64] else None",
+           "if data[:32] == key else None", "a damaged file"),
 }
 
 

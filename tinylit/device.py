@@ -4,10 +4,10 @@
 
 # %% ../nbs/08_runtime.ipynb #8e2eaa1e
 from __future__ import annotations
-import contextvars, ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, time
+import contextvars, ctypes, functools, hashlib, importlib, os, pkgutil, tempfile, threading, time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 import numpy as np
 from .dtype import DType, dtypes
 from .helpers import ContextVar, cache_dir, getenv
@@ -123,42 +123,102 @@ class Buffer:
 
 # %% ../nbs/08_runtime.ipynb #59a8cfce
 class Compiler:
-  "Turns source text into a program binary, caching binaries on disk by a hash of the source."
+  """Turns source text into a program binary, caching binaries on disk by a hash of the source. A compiler whose
+  binary can hold several programs also says how to make one for several sources (`compile_batch`)."""
   cachekey: str | None = None
+  # compile_batch(srcs) -> bytes: one binary that holds the program of every source (each found in it by its name).
+  # None: a binary holds one program, and `compile_async` (below) hands this compiler one source at a time
+  compile_batch: Callable[[list[str]], bytes] | None = None
   def compile(self, src: str) -> bytes: raise NotImplementedError
   def compile_cached(self, src: str) -> bytes:
-    if self.cachekey is None or getenv("DISABLE_COMPILER_CACHE"): return self.compile(src)
+    if (lib := self.cache_get(src)) is None: self.cache_put(src, lib := self.compile(src))
+    return lib
+  def _cache_entry(self, src: str) -> tuple[bytes, str] | None:
+    "The key of `src`'s entry and its file; None where there is no cache (no cachekey, or DISABLE_COMPILER_CACHE)."
+    if self.cachekey is None or getenv("DISABLE_COMPILER_CACHE"): return None
     key = hashlib.sha256((self.cachekey + src).encode()).digest()
-    path = os.path.join(cache_dir(), f"{self.cachekey}-{key.hex()}.bin")
-    if os.path.exists(path):
-      with open(path, "rb") as f: data = f.read()
-      # the file starts with the key it was written for and a checksum of the binary: a damaged file, or another
-      # kernel's file at this name, is compiled again (and overwritten), never loaded
-      if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64]: return data[64:]
-    lib = self.compile(src)
+    return key, os.path.join(cache_dir(), f"{self.cachekey}-{key.hex()}.bin")
+  def cache_get(self, src: str) -> bytes | None:
+    "The binary cached for `src`, or None."
+    if (entry := self._cache_entry(src)) is None or not os.path.exists(entry[1]): return None
+    key, path = entry
+    with open(path, "rb") as f: data = f.read()
+    # the file starts with the key it was written for and a checksum of the binary: a damaged file, or another
+    # kernel's file at this name, is not loaded (the caller compiles again and overwrites it)
+    return data[64:] if data[:32] == key and hashlib.sha256(data[64:]).digest() == data[32:64] else None
+  def cache_put(self, src: str, lib: bytes) -> None:
+    "Keep `lib` as the binary of `src` (a binary made for several sources is kept once for each of them)."
+    if (entry := self._cache_entry(src)) is None: return
+    key, path = entry
     os.makedirs(cache_dir(), exist_ok=True)
     # write to a temporary name, then rename: concurrent runs never see half a file
     with tempfile.NamedTemporaryFile(dir=cache_dir(), delete=False) as f: f.write(key + hashlib.sha256(lib).digest() + lib)
     os.replace(f.name, path)
-    return lib
 
 # %% ../nbs/08_runtime.ipynb #1e7bd55d
 _compile_pool: tuple[int, ThreadPoolExecutor] | None = None   # (the process it was made in, the pool), made on first use
-_compiling: dict[tuple[Compiler, str], Future] = {}             # compiles still running, by compiler and source
+_compiling: dict[tuple[Compiler, str], Future] = {}             # compiles queued or running, by compiler and source
+# sources no worker has taken yet, oldest first, each with its Future and the caller's context; and how many workers
+# are compiling now. Both are shared by the workers: read and changed under the lock
+_queued: list[tuple[Compiler, str, Future, contextvars.Context]] = []
+_queue_lock, _busy = threading.Lock(), 0
 
 def compile_async(compiler: Compiler, src: str) -> Future:
-  """Start `compiler.compile_cached(src)` on a worker thread, one worker per core, and return its `Future` at once.
-  A source already being compiled by this compiler gets the same `Future`: it is compiled once."""
-  global _compile_pool
-  if (running := _compiling.get((compiler, src))) is not None: return running
-  # a process forked from this one has the pool's record but none of its threads: it makes its own pool
+  """Queue `compiler.compile_cached(src)` for a pool of worker threads, one per core, and return its `Future` at once.
+  A source already queued or being compiled by this compiler gets the same `Future`: it is compiled once."""
+  global _compile_pool, _queue_lock, _busy
+  # a process forked from this one has the pool's record but none of its threads, and none of the compiles that were
+  # queued or under way (a lock taken by one of them stays taken): it starts afresh, with a pool of its own
   if _compile_pool is None or _compile_pool[0] != os.getpid():
+    _compiling.clear(); _queued.clear()
+    _queue_lock, _busy = threading.Lock(), 0
     _compile_pool = (os.getpid(), ThreadPoolExecutor(getenv("COMPILE_WORKERS", os.cpu_count() or 1), thread_name_prefix="tinylit-compile"))
-  # the worker sees the caller's context variables (a flag set with `Context(...)` for this compile)
-  future = _compile_pool[1].submit(contextvars.copy_context().run, compiler.compile_cached, src)
-  _compiling[(compiler, src)] = future
+  if (running := _compiling.get((compiler, src))) is not None: return running
+  future = _compiling[(compiler, src)] = Future()
   future.add_done_callback(lambda _: _compiling.pop((compiler, src), None))
+  # the worker sees the caller's context variables (Python's `contextvars`, for this compile)
+  with _queue_lock: _queued.append((compiler, src, future, contextvars.copy_context()))
+  # a worker's turn per source; a turn that finds nothing to take (another worker took this source along) ends at once
+  _compile_pool[1].submit(_compile_queued)
   return future
+
+def _compile_queued() -> None:
+  """A worker's turn: while sources are queued, take a batch and compile it. A batch is the oldest queued source and,
+  if its compiler has `compile_batch`, more queued sources of that compiler: `COMPILE_BATCH` (default 8) at most."""
+  global _busy
+  while True:
+    with _queue_lock:
+      if not _queued: return
+      compiler, _, _, ctx = _queued[0]
+      limit = 1 if compiler.compile_batch is None else getenv("COMPILE_BATCH", 8)
+      batch = [q for q in _queued if q[0] is compiler and q[3] == ctx][:limit]
+      # less than a full batch while another worker compiles: left to that worker, which takes what is queued when it
+      # is done. Sources that come one by one (from codegen, on another core) then wait for one compile together, where
+      # a compiler run for each would take its start-up (tens of ms of CPU) from the cores that generate them
+      if _busy and len(batch) < limit: return
+      taken = {id(q[2]) for q in batch}
+      _queued[:] = [q for q in _queued if id(q[2]) not in taken]
+      _busy += 1
+    try: ctx.run(_compile, compiler, [(src, future) for _, src, future, _ in batch])
+    finally:
+      with _queue_lock: _busy -= 1
+
+def _compile(compiler: Compiler, batch: list[tuple[str, Future]]) -> None:
+  """Settle the Future of every source in `batch`: cached binaries at once, the others in one `compile_batch` where
+  there are several; one source, or a batch that fails, through `compile_cached`, one source at a time."""
+  try:
+    if len(batch) > 1:
+      for src, future in batch:
+        if (lib := compiler.cache_get(src)) is not None: future.set_result(lib)
+      if len(misses := [src for src, future in batch if not future.done()]) > 1:
+        lib = compiler.compile_batch(misses)
+        for src, future in batch:
+          if not future.done(): compiler.cache_put(src, lib); future.set_result(lib)
+  except Exception: pass   # a bad kernel, or two of one name: compiled one by one below, so that an error names its source
+  for src, future in batch:
+    if future.done(): continue
+    try: future.set_result(compiler.compile_cached(src))
+    except BaseException as e: future.set_exception(e)   # noqa: B036 -- the caller waits on this Future: it must be settled
 
 # %% ../nbs/08_runtime.ipynb #ff37006a
 class Compiled:

@@ -171,8 +171,8 @@ capturing: list = []  # TinyJit puts a list here while it records
 def run_schedule(schedule: list[ScheduleItem], ran: list[ScheduleItem] | None = None) -> None:
   """Run every item in order; while a TinyJit is capturing, also record each ExecItem. `ran`, if given, receives each
   item once it ran: if one fails, the caller knows which did (`Tensor.realize` marks what they computed)."""
-  # every item lowered before the first runs, so the new kernels compile at once, one compiler per core (chapter 8's
-  # compile_async); at DEBUG>=3 one at a time, so each kernel's listing stays next to its run
+  # every item lowered before the first runs, so the new kernels compile while codegen goes on, on a worker per core and
+  # several to a compiler run (chapter 8's compile_async); at DEBUG>=3 one at a time, so each listing stays next to its run
   lowered = [lower_schedule_item(si) for si in schedule] if DEBUG.value < 3 else [None] * len(schedule)
   for si, ei in zip(schedule, lowered):
     ei = ei or lower_schedule_item(si)

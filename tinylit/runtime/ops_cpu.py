@@ -38,6 +38,12 @@ class ClangCompiler(Compiler):
                             capture_output=True)
       if proc.returncode != 0: raise RuntimeError(f"C compile failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
+  def compile_batch(self, srcs: list[str]) -> bytes:
+    # one shared object for all of them: a cc run costs tens of ms before its first line of C (the driver, cc1, the
+    # assembler, the link). Kernels' C can follow one another in one file: <math.h> has include guards, C11 lets an
+    # identical typedef be repeated, and kernel names are unique within a process (chapter 8's compile_async
+    # compiles each alone if they clash); each CPUProgram finds its own function in the library by its name
+    return self.compile("\n".join(srcs))
 
 # %% ../../nbs/08a_cpu.ipynb #bcda4e3c
 _CArg = type(ctypes.byref(ctypes.c_char()))   # what ctypes.byref returns: a pointer argument, ready to pass

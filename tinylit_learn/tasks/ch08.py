@@ -142,10 +142,11 @@ TASKS = [
        "(super().alloc). If the device is full (RuntimeError or MemoryError), give the whole cache back and try once "
        "more. With the context variable LRU at 0 (chapter 8c's ContextVar), free gives the block back at once.",
        "free_cache: super().free(block, nbytes) for every cached block, then empty the lists.", check_lru),
-  Task("08.2", "write Compiler.compile_cached: binaries on disk in cache_dir() (chapter 8c), one file per compiler "
-       "(self.cachekey) and source, named by a sha256 of both; the file holds the key, a sha256 of the binary, then "
-       "the binary, so that a damaged file (or another's at that name) is compiled again and rewritten, never loaded. "
-       "No cachekey, or DISABLE_COMPILER_CACHE set: just compile.",
+  Task("08.2", "write the compile cache: Compiler.compile_cached (the cached binary, else compile and keep it), and "
+       "what it uses, which chapter 8's compile_async uses for a batch too: _cache_entry (the key, a sha256 of "
+       "self.cachekey and the source, and the file in cache_dir(), chapter 8c, named by it), cache_get and cache_put. "
+       "The file holds the key, a sha256 of the binary, then the binary, so that a damaged file (or another's at that "
+       "name) is compiled again and rewritten, never loaded. No cachekey, or DISABLE_COMPILER_CACHE set: no cache.",
        "write to a temporary file in the cache folder, then os.replace it: concurrent runs never read half a file.",
        check_compile_cached),
 ]
