@@ -196,7 +196,8 @@ def tinylit_worker(quick: bool, repeat: int, with_beam: bool = True) -> dict:
   from tinylit.device import Device
   return {"times": out, "notes": {names[1]: f"tinylit {abs(float(ta.sum().numpy()) - exact):.2g}",
                                   "train MLP 784-256-10, SGD, batch 128": f"tinylit: TinyJit, {len(step.jit_cache)} kernels"},
-          "info": f"tinylit, CPU vectors of {Device['CPU'].vector_width} floats", "beam": beam() if with_beam and not quick else None}
+          "info": f"tinylit, CPU vectors of {Device['CPU'].vector_width} floats, {Device['CPU'].renderer.vector_registers} vector "
+                  f"registers, L2 {Device['CPU'].renderer.l2_size >> 10} KiB", "beam": beam() if with_beam and not quick else None}
 
 BEAM_SCRIPT = textwrap.dedent("""
   import time, numpy as np

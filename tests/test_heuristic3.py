@@ -8,6 +8,9 @@
   and left only the 65 rows, which don't split across two cores: it ran on one. Plans that leave an axis for THREAD
   come first now.
 - A plain matmul keeps its plan (8 rows x 2 vectors, SWAP).
+- The register tile is priced by the CPU's vector registers (chapter 8a's `vector_registers`, chapter 6bb's
+  `_spills`): 8 rows x 2 vectors where its 16 sums fit, and with 16 registers too, where the broadcasts it saves pay
+  for the 3 sums it keeps in memory; the fused gradient's 16 rows as well; with 8 registers, 4 rows of one vector.
 - A float64 kernel took 16-lane vectors, two 512-bit registers each (the matmul's 8 x 2 block: 32 registers of
   running sums, which spill): vectors now fit one register, 8 doubles.
 The device tests check the results of such kernels against numpy, with the opts the rules choose on each device.
@@ -20,7 +23,9 @@ from test_heuristic2 import planned  # the CPU rules' kernel for a tensor's last
 
 from tinylit import Tensor
 from tinylit.device import Device
-from tinylit.kernel import Opt, OptOps
+from tinylit.heuristic import hand_coded_optimizations
+from tinylit.kernel import Kernel, Opt, OptOps
+from tinylit.renderer import ClangRenderer
 
 
 def fused_inputs(device: str = "CPU", tokens: int = 2048, width: int = 128, outs: int = 512):
@@ -131,3 +136,26 @@ def test_float64_kernels_compute_right(device):
   np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-10, atol=1e-10)
   np.testing.assert_allclose(a.sum(0).numpy(), a_np.sum(0), rtol=1e-10, atol=1e-10)
   np.testing.assert_allclose((a * 2 + 1).numpy(), a_np * 2 + 1, rtol=1e-12)
+
+
+def _upcasts(t: Tensor, width: int, registers: int) -> list[Opt]:
+  "The UPCASTs of the rules' plan for `t`'s last kernel on a C renderer with these vectors and vector registers."
+  k = Kernel(t.schedule()[-1].ast, ClangRenderer(width, 1 << 20, registers))
+  return [o for o in hand_coded_optimizations(k).applied_opts if o.op is OptOps.UPCAST]
+
+
+@pytest.mark.parametrize("width, registers, tile", [
+  (16, 32, [(0, 8), (1, 2)]), (8, 32, [(0, 8), (1, 2)]),   # AVX-512, and its 8-float halves (Zen 4): the sums fit
+  (8, 16, [(0, 8), (1, 2)]),   # AVX2: 19 registers wanted, 3 sums spilled, still cheaper than 8 rows of one vector
+  (4, 32, [(0, 8), (1, 2)]),   # 64-bit ARM
+  (4, 8, [(0, 4)]),            # 8 registers (32-bit x86): even 8 rows of one vector spill; 4 rows fit
+])
+def test_register_tile_priced_by_the_registers(width, registers, tile):
+  ups = _upcasts(Tensor.empty(512, 512) @ Tensor.empty(512, 512), width, registers)
+  assert ups == [Opt(OptOps.UPCAST, 1, width)] + [Opt(OptOps.UPCAST, a, n) for a, n in tile], ups
+
+
+def test_fused_weight_gradient_keeps_16_rows_with_16_registers():
+  "Its fused arithmetic, computed once for 16 rows, costs more than the 2 sums the 16-row tile spills on AVX2."
+  _, (xs, g) = fused_inputs(outs=32)
+  assert _upcasts(fused(xs).T @ g, 8, 16)[:2] == [Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 16)]

@@ -20,7 +20,7 @@ from tinylit.device import Device
 from tinylit.heuristic import hand_coded_optimizations
 from tinylit.kernel import Kernel
 from tinylit.realize import CompiledRunner, get_program, run_schedule
-from tinylit.runtime.ops_cpu import FMA_CHAINS, native_macros, fma_peak, fma_source, full_rate_vector_width, vector_bits
+from tinylit.runtime.ops_cpu import FMA_CHAINS, native_macros, fma_peak, fma_source, full_rate_vector_width, vector_bits, vector_registers
 from tinylit.schedule import create_schedule
 
 AVX512 = {"__AVX512F__", "__AVX2__", "__AVX__", "__SSE2__"}
@@ -41,10 +41,21 @@ def test_width_from_compiler_macros(macros, vendor, family, bits, width):
   assert full_rate_vector_width(macros, vendor, family) == width
 
 
+@pytest.mark.parametrize("macros, width, registers", [
+  (AVX512, 16, 32), (AVX512, 8, 32),   # zmm0-31, and with AVX-512VL ymm0-31 (Zen 4's 8-float vectors)
+  (AVX2, 8, 16), (AVX2, 4, 16),        # ymm0-15 / xmm0-15
+  (AVX2, 16, 32),                      # CPU_VECTOR_WIDTH=16 without AVX-512: planned as the AVX-512 CPU it pins
+  ({"__ARM_NEON", "__aarch64__"}, 4, 32), ({"__ARM_NEON"}, 4, 16),   # AArch64's v0-31; 32-bit ARM's q0-15
+])
+def test_registers_from_compiler_macros(macros, width, registers):
+  assert vector_registers(macros, width) == registers
+
+
 def test_cpu_device_offers_no_wider_vector():
   cpu = Device["CPU"]
   assert max(cpu.renderer.vector_widths) == cpu.vector_width
   assert set(cpu.renderer.vector_widths) <= set(type(cpu.renderer).vector_widths)
+  assert cpu.renderer.vector_registers == vector_registers(native_macros(), cpu.vector_width)
 
 
 def _width_in_fresh_process(value: str) -> subprocess.CompletedProcess:

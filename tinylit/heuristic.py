@@ -8,7 +8,7 @@ from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
-from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block   # chapter 6bb
+from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _spills   # chapter 6bb
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
@@ -105,19 +105,17 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     # tiles along one output axis; 16 rows of one vector where the loop's other work is shared by the rows (with
-    # partial sums, 16 rows read at once would be 16 streams); 8 rows x 2 vectors where the vectors have 16 lanes
+    # partial sums, 16 rows read at once would be 16 streams); 8 rows x 2 vectors. `_spills` prices their sums (6bb)
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
-    if kinds[v] == "global" and max(k.opts.vector_widths) >= 16 and rest[v] % 2 == 0:
-      # 16 running sums: the 32 vector registers of a CPU with 16-lane vectors hold them
-      tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0]
+      tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0 and rest[v] % 2 == 0]
     for tile in tiles:
       upcasts = [(v, width)] + tile
       # the smallest key wins: cores left an output axis to split, the price; then vectors along an output, fewer copies
       # along the vector's axis, fewer copies, vectors along `lane_axis`, rows close together (6bb), the first axis
       idle = threaded and not any((rest[a] // prod(n for t, n in tile if t == a)) % k.opts.threads == 0 for a in outs)
-      key = (idle, round(_cost(k, work, upcasts, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
+      key = (idle, round(_cost(k, work, upcasts, tail) + _spills(k, v, width, tile), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), v != lane_axis(k.sts[k.output_st]), _spread(loads, tile), v)
       if best is None or key < best[0]: best = (key, upcasts)
   return None if best is None else best[1]

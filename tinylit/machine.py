@@ -62,6 +62,16 @@ def _spread(loads: list[dict[int, int | None]], tile: list[tuple[int, int]]) -> 
   return max((abs(s) if isinstance(s, int) else 1 << 30 for moving in loads for t, _ in tile if t in moving
               for s in (moving[t],)), default=0)
 
+# %% ../nbs/06bb_machine.ipynb #f7436e05
+def _spills(k: Kernel, vec: int, width: int, tile: list[tuple[int, int]]) -> float:
+  """What the running sums of a register tile [(axis, amount), ...] on vectors of `width` lanes along `vec` cost where
+  the renderer's `vector_registers` can't hold them, in `_cost`'s unit (instructions per point): a step of the loop
+  holds the sums, the vectors it loads along `vec` and one broadcast; each sum past the registers stays in memory, a
+  load and a store a step."""
+  sums = prod(n for _, n in tile)
+  spilled = sums + prod(n for axis, n in tile if axis == vec) + 1 - k.opts.vector_registers
+  return 2 * max(spilled, 0) / (width * sums)
+
 # %% ../nbs/06bb_machine.ipynb #6b4fcdf7
 def _block_size(k: Kernel, tile: int) -> int | None:
   """For a plain matmul (one reduce axis `k`, along which the tile's input `A` moves: consecutive elements for `A @ B`,

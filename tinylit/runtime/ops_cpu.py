@@ -12,8 +12,8 @@ from ..renderer import ClangRenderer
 
 # %% auto #0
 __all__ = ['THREAD_POOL_SRC', 'FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'thread_pool', 'native_macros', 'vector_bits',
-           'full_rate_vector_width', 'cache_size', 'cpu_vector_width', 'fma_source', 'fma_peak', 'CPUAllocator',
-           'CPUDevice']
+           'full_rate_vector_width', 'vector_registers', 'cache_size', 'cpu_vector_width', 'fma_source', 'fma_peak',
+           'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
 def _cpu_model() -> str:
@@ -206,6 +206,13 @@ def full_rate_vector_width(macros: frozenset[str] | set[str], vendor: str = "", 
   if bits == 512 and vendor == "AuthenticAMD" and family == 25: bits = 256
   return bits // 32 or None
 
+def vector_registers(macros: frozenset[str] | set[str], width: int) -> int:
+  """How many vector registers a kernel whose vectors hold `width` floats has on a CPU with these macros: 32 with
+  AVX-512 (zmm0-31, and with AVX-512VL, which every AVX-512 CPU but the Xeon Phi has, 32 ymm for 8-float vectors) and
+  on 64-bit ARM (NEON's v0-v31); 16 on other x86-64 CPUs (AVX2's ymm, SSE's xmm) and on 32-bit ARM. A width wider than
+  the registers (`CPU_VECTOR_WIDTH=16` without AVX-512, as the notebooks pin it) is planned as on the CPU it pins: 32."""
+  return 32 if "__AVX512F__" in macros or "__aarch64__" in macros or width * 32 > vector_bits(macros) else 16
+
 def cache_size(level: int = 2) -> int:
   """Bytes of the CPU's data (or unified) cache at `level`, from Linux's sysfs (cpu0: the other cores' are alike);
   1 MB, the L2 of AMD's Zen 4 and Zen 5, where sysfs doesn't say. Chapter 6b's BLOCK fits a panel of `B` in the L2."""
@@ -312,5 +319,6 @@ class CPUDevice(Compiled):
     # chapter 6b's rules take the widest vector the renderer offers: it offers none wider than the CPU runs at full
     # speed. CPU_L2_SIZE (bytes) pins the L2 the rules plan for, as CPU_VECTOR_WIDTH pins the width: the notebooks'
     # stored plans are those of the course's machines (a 1 MiB L2), and a smaller one blocks matmuls they don't block
-    renderer = ClangRenderer(self.vector_width, getenv("CPU_L2_SIZE", 0) or cache_size(2))
+    renderer = ClangRenderer(self.vector_width, getenv("CPU_L2_SIZE", 0) or cache_size(2),
+                             vector_registers(native_macros(), self.vector_width))
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)
