@@ -78,14 +78,16 @@ def alone(base: LazyBuffer) -> bool:
   "Rule 4's bases that are never fused into a reader: memory of their own by definition (a copy, a write, `contiguous()`)."
   return base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN)
 
+def _reach(starts, nexts) -> dict:
+  "Everything reached from `starts` by following `nexts`, the starts included: every walk of the lazy graph below."
+  seen, stack = {}, list(starts)
+  while stack:
+    if (x := stack.pop()) not in seen: seen[x] = None; stack.extend(nexts(x))
+  return seen
+
 def fused(lb: LazyBuffer) -> set[LazyBuffer]:
   "The bases a kernel computing `lb` would compute inline if no reduce or broadcast rule stored any of them."
-  out, stack = set(), [lb.base]
-  while stack:
-    if (b := stack.pop()) in out or (b is not lb.base and (b.realized is not None or alone(b))): continue
-    out.add(b)
-    stack.extend(s.base for s in b.srcs)
-  return out
+  return set(_reach([lb.base], lambda b: [s.base for s in b.srcs if s.base.realized is None and not alone(s.base)]))
 
 def read_by(lb: LazyBuffer) -> set[LazyBuffer]:
   "The bases a kernel computing `lb` would load (what its fused graph reads)."
@@ -95,13 +97,7 @@ def read_by(lb: LazyBuffer) -> set[LazyBuffer]:
 
 def depends_on(lb: LazyBuffer, other: LazyBuffer) -> bool:
   "Is `other` in the not yet computed graph behind `lb`?"
-  seen, stack = set(), [lb.base]
-  while stack:
-    if (b := stack.pop()) is other: return True
-    if b in seen or b.realized is not None: continue
-    seen.add(b)
-    stack.extend(s.base for s in b.srcs)
-  return False
+  return other in _reach([lb.base], lambda b: [s.base for s in b.srcs] if b.realized is None else [])
 
 def costly(lb: LazyBuffer, reads: sint) -> bool:
   """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
@@ -307,11 +303,7 @@ def _readers_first(roots: list[LazyBuffer]) -> tuple[list[LazyBuffer], set[LazyB
 
 def _readers_of(a: LazyBuffer, nodes: set[LazyBuffer]) -> set[LazyBuffer]:
   "The bases of `nodes` that read `a`, directly or through others (which run after it)."
-  ret, stack = set(), [a]
-  while stack:
-    for r in stack.pop().readers:
-      if r in nodes and r not in ret: ret.add(r); stack.append(r)
-  return ret
+  return set(_reach([a], lambda b: [r for r in b.readers if r in nodes])) - {a}
 
 # %% ../nbs/04_schedule.ipynb #567e8a15
 class KernelBuilder:
@@ -439,12 +431,8 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   # a constant needs no kernel: it stays one number until realized (chapter 1)
   outs = [lb for lb in outs if not lb.is_unrealized_const()]
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers
-  out = outs[0].base if len(outs) == 1 else None
-  key = _graph_key(out) if out is not None and out.realized is None else None
-  if (hit := _cached_schedule(key)) is not None: schedule, computes = hit
-  else:
-    schedule, computes = _schedule(outs)
-    _remember(key, schedule, computes)
+  one = len(outs) == 1 and outs[0].base.realized is None
+  schedule, computes = _cached_schedule(outs[0].base) if one else _schedule(outs)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
@@ -495,59 +483,40 @@ _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 # whose buffers it takes (in the order of its arguments), and of the bases it computes
 _schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
 
-def _cached_schedule(key: tuple | None) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]] | None:
-  """The schedule of the graph `key` describes, if a graph of its structure was scheduled before: its kernels on this
-  one's buffers, and the bases each computes."""
-  if key is None or (kernels := _schedule_cache.get(key[0])) is None: return None
-  return ([ScheduleItem(ast, tuple([key[1][k].buffer for k in bufs])) for ast, bufs, _ in kernels],
-          [tuple([key[1][k] for k in computes]) for _, _, computes in kernels])
-
-def _remember(key: tuple | None, schedule: list[ScheduleItem], computes: list[tuple[LazyBuffer, ...]]) -> None:
-  "Remember a graph's schedule (a few thousand graphs at most: a bound variable's value is in the key)."
-  if key is None: return
-  at = {id(lb.buffer): k for k, lb in enumerate(key[1]) if lb._base is None}
+def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
+  """`_schedule([out])` for the unrealized base `out`, from the cache if a graph of its structure was scheduled before:
+  those kernels on this graph's buffers, and the bases each computes. A new structure's schedule is remembered (a few
+  thousand at most: a bound variable's value is in the key)."""
+  if (key := _graph_key(out)) is None: return _schedule([out])
+  parts, nodes = key
+  if (kernels := _schedule_cache.get(parts)) is not None:
+    return ([ScheduleItem(ast, tuple([nodes[k].buffer for k in bufs])) for ast, bufs, _ in kernels],
+            [tuple([nodes[k] for k in computes]) for _, _, computes in kernels])
+  schedule, computes = _schedule([out])
+  at, node_at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}, {id(lb): k for k, lb in enumerate(nodes)}
   # two bases on one Buffer (an assign's result and its target) would leave it unclear which one a kernel argument
   # came from: such a graph is not remembered, nor one whose kernels touch a base outside it (rule 8's packed copies)
-  if len(at) != sum(lb._base is None for lb in key[1]): return
-  node_at = {id(lb): k for k, lb in enumerate(key[1])}
-  entry = []
-  for si, bases in zip(schedule, computes):
-    if any(id(b) not in at for b in si.bufs) or any(id(b) not in node_at for b in bases): return
-    entry.append((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases)))
-  if len(_schedule_cache) >= 4096: _schedule_cache.clear()
-  _schedule_cache[key[0]] = tuple(entry)
+  if len(at) == sum(lb._base is None for lb in nodes) and all(id(b) in at for si in schedule for b in si.bufs) and \
+     all(id(b) in node_at for bases in computes for b in bases):
+    if len(_schedule_cache) >= 4096: _schedule_cache.clear()
+    _schedule_cache[parts] = tuple((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases))
+                                   for si, bases in zip(schedule, computes))
+  return schedule, computes
 
 # %% ../nbs/04_schedule.ipynb #c360c198
-def _schedule_graph(bases: Sequence[LazyBuffer], outs: Sequence[LazyBuffer]) -> dict[LazyBuffer, None]:
-  "Every LazyBuffer the schedule computes, inlines or views, down to the realized bases it loads (those not included)."
-  nodes: dict[LazyBuffer, None] = {}
-  stack = [*outs, *bases]
-  while stack:
-    lb = stack.pop()
-    if lb in nodes or lb.realized is not None: continue
-    nodes[lb] = None
-    stack.extend([lb.base] if lb.base is not lb else lb.srcs)
-  return nodes
-
 def held_bases(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
   """The LazyBuffers of the schedule's graph (whose items compute the bases `computes`) that are still alive after it
   ran: the outputs, the bases a Tensor holds (`LazyBuffer.holders`) or a base outside the schedule reads
   (`LazyBuffer.readers`), and, from those, what they read."""
-  computed = [base for bases in computes for base in bases]
-  nodes = _schedule_graph(computed, outs)
+  scheduled = {base for bases in computes for base in bases}
+  # every LazyBuffer the schedule computes, inlines or views, down to the realized bases it loads (not included)
+  nodes = {lb for lb in _reach([*outs, *scheduled], lambda lb: [] if lb.realized is not None else [lb.base] if lb.base is not lb
+                                else lb.srcs) if lb.realized is None}
   # every holder is on record: a Tensor notes itself on the base of its lazydata (an autograd context's saved values
   # are its Tensors' lazydata, or their parents'), a base notes itself on the bases of its sources
-  stack = [*outs, *(lb for lb in nodes if lb.base is lb and (lb.holders or any(r not in nodes for r in lb.readers)))]
-  scheduled = set(computed)
-  held: set[LazyBuffer] = set()
-  while stack:
-    lb = stack.pop()
-    if lb in held: continue
-    held.add(lb)
-    # a live view keeps its base; a live base that isn't computed here keeps its sources (a computed one drops them)
-    if lb.base is not lb: stack.append(lb.base)
-    elif lb not in scheduled: stack.extend(lb.srcs)
-  return held
+  live = [*outs, *(lb for lb in nodes if lb.base is lb and (lb.holders or any(r not in nodes for r in lb.readers)))]
+  # a live view keeps its base; a live base that isn't computed here keeps its sources (a computed one drops them)
+  return set(_reach(live, lambda lb: [lb.base] if lb.base is not lb else [] if lb in scheduled else lb.srcs))
 
 def intermediates(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
   """The buffers a schedule (whose items compute the bases `computes`) allocates that nothing holds once it has run:
