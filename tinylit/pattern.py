@@ -16,7 +16,7 @@ __all__ = ['UPat', 'PatternMatcher', 'graph_rewrite']
 class UPat(MathTrait):
   """A pattern over UOps. Fields left as None match anything; `name` binds the matched node.
   `src` as a tuple matches sources in order; as a list, in any order (for commutative ops)."""
-  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "orders")
+  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "orders", "early_reject")
   def __init__(self, op: Ops | tuple[Ops, ...] | None = None, dtype: DType | tuple[DType, ...] | None = None,
                src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = None, name: str | None = None,
                allow_any_len: bool = False):
@@ -26,6 +26,8 @@ class UPat(MathTrait):
     self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
     # the orders to try the sources in: every permutation of a list, the one order of a tuple (made once, here)
     self.orders = None if self.src is None else list(itertools.permutations(self.src)) if isinstance(self.src, list) else [self.src]
+    # the ops a node's sources must include for it to match, in any order: a matcher skips a rule whose set it lacks
+    self.early_reject = frozenset(p.op[0] for p in self.src or () if p.op is not None and len(p.op) == 1)
   @staticmethod
   def var(name: str | None = None, dtype=None) -> UPat: return UPat(dtype=dtype, name=name)
   @staticmethod
@@ -83,7 +85,9 @@ class PatternMatcher:
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.patterns + other.patterns)
   def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
     "Apply the first matching rule to `uop` itself (not its sources); None if nothing fires."
+    ops = {s.op for s in uop.src}
     for pat, fxn in self.by_op.get(uop.op, self.any_op):
+      if not pat.early_reject <= ops: continue
       for store in pat.match(uop, {}):
         ret = fxn(ctx, **store) if self.takes_ctx[fxn] else fxn(**store)
         if ret is not None and ret is not uop: return ret
