@@ -178,6 +178,21 @@ def test_nan_propagates(device):
   equal(x.sign().numpy(), [1., nan, 1.], "sign")
 
 
+
+@pytest.mark.parametrize("device", ALL)
+def test_nan_propagates_in_vectors(device):
+  "The same on shapes a CPU kernel computes in whole vectors (a float32 max is a select there, chapter 7)."
+  rng = np.random.default_rng(7)
+  x, y = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+  x[3, 5] = x[10, 40] = y[20, 7] = y[3, 5] = np.nan
+  tx, ty = Tensor(x, device=device), Tensor(y, device=device)
+  equal(tx.max(axis=1).numpy(), x.max(axis=1), "max(axis=1)")
+  equal(tx.max(axis=0).numpy(), x.max(axis=0), "max(axis=0)")
+  equal(tx.maximum(ty).numpy(), np.maximum(x, y), "x.maximum(y)")
+  equal(ty.maximum(tx).numpy(), np.maximum(y, x), "y.maximum(x)")
+  equal(tx.relu().numpy(), np.maximum(x, 0), "relu")
+  equal(tx.min(axis=1).numpy(), x.min(axis=1), "min(axis=1)")
+
 # ---- 7. division as a * (1/b) is inexact: x / x must be exactly 1, exact quotients must floor exactly
 
 @pytest.mark.parametrize("device", ALL)

@@ -379,6 +379,7 @@ def _clang_supports_vector(renderer: Renderer, u: UOp) -> bool:
   if u.dtype is None or u.dtype.count == 1: return _c_supports_vector(renderer, u)
   if u.op is Ops.LOAD and u.dtype.scalar() == dtypes.bool: return True   # bytes widened to a mask (render_vector_load)
   if u.op in (Ops.CMPLT, Ops.CMPNE): return u.src[0].dtype.scalar() in _MASKED
+  if u.op is Ops.MAX: return u.dtype.scalar() == dtypes.float32   # two comparisons and a select (render_max)
   if u.op is Ops.WHERE:   # a mask from a comparison or a load (a bool vector built from lanes holds 1, not -1)
     c = u.src[0]
     return u.dtype.scalar() in _MASKED and (c.op is Ops.LOAD or c.op in (Ops.CMPLT, Ops.CMPNE) and c.src[0].dtype.scalar() in _MASKED)
@@ -420,6 +421,8 @@ class ClangRenderer(CStyleLanguage):
     "A vector `c ? a : b` in C: the mask's bits pick a's bits or b's (C, unlike C++, has no vector `?:`)."
     bits = self.render_dtype(dtypes.int32.vec(dt.count))
     return f"(({self.render_dtype(dt)})((({bits}){a}&{c})|(({bits}){b}&~{c})))"
+  def render_max(self, a: str, b: str, dt: DType) -> str:   # a vector's: the lanes where a wins, a NaN included
+    return self.render_select(f"(({a}>{b})|({a}!={a}))", a, b, dt) if dt.count > 1 else super().render_max(a, b, dt)
   def preamble(self, uops: list[UOp]) -> str:
     need_math = any(u.op in self.math_funcs or (u.op is Ops.CONST and dtypes.is_float(u.dtype) and not
                                                 all(math.isfinite(a) for a in (u.arg if u.dtype.count > 1 else [u.arg]))) for u in uops)
@@ -428,7 +431,7 @@ class ClangRenderer(CStyleLanguage):
     vecs = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool}
     vecs |= {dtypes.int8.vec(u.dtype.count) for u in uops if u.op is Ops.LOAD and u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool}
     masked = [u.dtype.count for u in uops if u.dtype is not None and u.dtype.count > 1 and
-              ((u.op is Ops.WHERE and u.src[0].dtype.count > 1) or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32))]
+              ((u.op in (Ops.WHERE, Ops.MAX) and u.src[0].dtype.count > 1) or u.dtype.scalar() in (dtypes.bool, dtypes.int32, dtypes.uint32))]
     vecs |= {t.vec(n) for n in masked for t in (dtypes.int32, dtypes.uint32)}
     vecs = sorted(vecs, key=lambda d: (d.priority, d.count))
     typedefs = [f"typedef {self.render_dtype(d.scalar())} {self.render_dtype(d)} __attribute__((vector_size({d.itemsize}), "
