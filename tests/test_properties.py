@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from tinylit.dtype import dtypes
 from tinylit.ops import Ops, UOp, exec_alu
 from tinylit.shapetracker import ShapeTracker
+from tinylit.symbolic import uop_given_valid
 
 def evaluate(u: UOp, env: dict) -> np.ndarray:
   "Value of an index expression for every point of a grid of loop indices at once."
@@ -97,3 +98,16 @@ def test_simplify_keeps_value(expr):
   after = np.broadcast_to(evaluate(simplified, env), GRID.shape[1:])
   np.testing.assert_array_equal(before, after, err_msg=f"{expr.render(False)} -> {simplified.render(False)}")
   assert simplified.vmin <= before.min() and before.max() <= simplified.vmax
+
+@settings(max_examples=300, deadline=None)
+@given(index_expr(RANGES), st.integers(0, 2), st.integers(0, 5), st.integers(0, 5))
+def test_simplify_given_valid_keeps_value_where_valid(expr, axis, lo, hi):
+  "An address simplified under its guard (`lo <= range < hi`) must be the address wherever the guard holds."
+  r = RANGES[axis]
+  valid = (r < lo).logical_not() & (r < hi)
+  env = {rr: GRID[i] for i, rr in enumerate(RANGES)}
+  where = np.broadcast_to(evaluate(valid, env), GRID.shape[1:]).astype(bool)
+  before = np.broadcast_to(evaluate(expr, env), GRID.shape[1:])
+  given_ = uop_given_valid(valid, expr)
+  after = np.broadcast_to(evaluate(given_, env), GRID.shape[1:])
+  np.testing.assert_array_equal(before[where], after[where], err_msg=f"{expr.render(False)} given {valid.render(False)} -> {given_.render(False)}")

@@ -13,7 +13,7 @@ from .helpers import all_int, colored, prod
 from .ops import Ops, GroupOp, exec_alu
 from .ops import UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
-from .symbolic import symbolic
+from .symbolic import symbolic, uop_given_valid
 from .shapetracker import ShapeTracker, View
 from .expander import expand, cleanup
 
@@ -407,7 +407,7 @@ class Kernel(KernelOpts):
     # PADTO: a view masked along a padded axis is valid only before the axis's old size
     for pad, size, masked in self.pads:
       if key in masked: valid = valid & (pad.to_indexed_uops(positions(pad))[0] < size)
-    return idx, valid
+    return uop_given_valid(valid, idx), valid   # the address only matters where the view is valid (chapter 5a)
 
   def lower(self) -> UOp:
     "The AST with views turned into addresses, the reduce into REDUCEs, and the upcast axes unrolled into copies."

@@ -11,7 +11,7 @@ from .ops import UOp
 from .pattern import UPat, PatternMatcher
 
 # %% auto #0
-__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'div_mod_fold']
+__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'div_mod_fold', 'uop_given_valid']
 
 # %% ../nbs/05a_symbolic.ipynb #35115df1
 def _is_int(u: UOp) -> bool: return u.dtype is not None and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool)
@@ -50,12 +50,17 @@ def div_mod_fold(x: UOp, c: UOp, mod: bool) -> UOp | None:
   rem = build_sum(remainder, x)
   if rem.vmin >= 0 and rem.vmax < d and any(q != 0 for _, q in quotient):
     return rem if mod else build_sum(quotient, x)
+  # a common factor g of c and of some terms, the others (`low`, with the constant or not) in [0, g): divide it out.
+  # (4a + 2b) // 6 -> (2a + b) // 3, and (128a + b) // 8192 -> a // 64 for 0 <= b < 128: b can't carry past 128
+  for g in sorted({math.gcd(d, k) for v, k in terms if v is not None} - {1}, reverse=True):
+    for with_constant in (False, True):
+      low = [(v, k) for v, k in terms if k % g or (with_constant and v is None)]
+      if (rest := build_sum(low, x)).vmin >= 0 and rest.vmax < g:
+        high = build_sum([(v, k // g) for v, k in terms if (v, k) not in low], x)
+        if not mod: return high // (d // g)
+        return (high % (d // g)) * g + rest if low else (high % (d // g)) * g
   if mod and rem is not x and rem.vmin >= 0 and any(k != r for (_, k), (_, r) in zip(terms, remainder)):
     return rem % d  # dropped multiples of d don't change the remainder
-  g = math.gcd(d, *[k for _, k in terms])
-  if g > 1:  # divide everything by a common factor: (4a + 2b) // 6 -> (2a + b) // 3
-    smaller = build_sum([(v, k // g) for v, k in terms], x)
-    return (smaller % (d // g)) * g if mod else smaller // (d // g)
   return None
 
 # %% ../nbs/05a_symbolic.ipynb #cec0523b
@@ -107,8 +112,27 @@ symbolic = PatternMatcher([
    lambda x, a, b: x // (a.arg * b.arg) if a.arg > 0 and b.arg > 0 and _nonneg(x) else None),
   ((UPat.var("x") % UPat.cvar("m")) % UPat.cvar("c"),
    lambda x, m, c: x % c.arg if c.arg > 0 and m.arg % c.arg == 0 and _nonneg(x) else None),
+  # (x//a)%b is (x%(a*b))//a; taken only where x%(a*b) folds: (idx0*128 + idx1)//32 % 4 -> idx1//32 for idx1 < 128
+  ((UPat.var("x") // UPat.cvar("a")) % UPat.cvar("b"), lambda x, a, b: r // a.arg if a.arg > 0 and b.arg > 0 and
+   (r := div_mod_fold(x, x.const_like(a.arg * b.arg), mod=True)) is not None and r.op is not Ops.MOD else None),
   # a comparison of a sum with a constant moves the constant across: x+3 < 5 -> x < 2. Only if x+c1 can't wrap
   # around: for a uint8 x, x+196 < 100 holds for x = 100 (it wraps to 40), x < -96 never does
   ((UPat.var("x") + UPat.cvar("c1")).lt(UPat.cvar("c2")),
    lambda x, c1, c2: x.lt(c2.arg - c1.arg) if _is_int(x) and _no_wrap(x, c1.arg) else None),
 ])
+
+# %% ../nbs/05a_symbolic.ipynb #a7c0f1e3
+def _clauses(valid: UOp) -> list[UOp]: return _clauses(valid.src[0]) + _clauses(valid.src[1]) if valid.op is Ops.AND else [valid]
+
+def uop_given_valid(valid: UOp, uop: UOp) -> UOp:
+  """`uop` simplified for the iterations where `valid` holds: each clause `r < c` or `!(r < c)` of it on a range `r`
+  narrows `r` (a variable with the narrower bounds stands in for it while the rules run)."""
+  bounds: dict[UOp, tuple[int, int]] = {}
+  for clause in _clauses(valid):
+    negated = clause.op is Ops.CMPNE and clause.src[1].op is Ops.CONST and clause.src[1].arg is True
+    cmp = clause.src[0] if negated else clause
+    if cmp.op is not Ops.CMPLT or cmp.src[0].op is not Ops.RANGE or cmp.src[1].op is not Ops.CONST: continue
+    lo, hi = bounds.get(r := cmp.src[0], (cmp.src[0].vmin, cmp.src[0].vmax))
+    bounds[r] = (max(lo, cmp.src[1].arg), hi) if negated else (lo, min(hi, cmp.src[1].arg - 1))
+  given = {r: UOp.variable(f"{r.render()} where valid", lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi}
+  return uop.substitute(given).simplify().substitute({v: r for r, v in given.items()}) if given else uop
