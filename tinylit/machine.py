@@ -4,6 +4,7 @@
 
 # %% ../nbs/06bb_machine.ipynb #0a1c9898
 from __future__ import annotations
+import mmap
 from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, axis_stride
@@ -16,10 +17,13 @@ def _widths(k: Kernel) -> list[int]:
   """The vector widths to plan with, widest first. A CPU's widths count floats (16: one 512-bit register): a kernel
   of wider elements (float64) takes only the widths whose vectors still fit one register (8 doubles), since a wider
   vector is two registers' worth of instructions for no more work per instruction. A GPU's widths are its loads'."""
-  widths = sorted(k.opts.vector_widths, reverse=True)
-  if k.opts.has_local or not widths: return widths
-  size = max((u.src[0].dtype.itemsize for u in k.ast.toposort if u.op in (Ops.LOAD, Ops.STORE)), default=4)
-  return [w for w in widths if w * size <= widths[0] * 4] or widths[-1:]
+  return _widths_for(k.opts, max((u.src[0].dtype.itemsize for u in k.ast.toposort if u.op in (Ops.LOAD, Ops.STORE)), default=4))
+
+def _widths_for(opts, itemsize: int) -> list[int]:
+  "`_widths` for elements of `itemsize` bytes on the renderer `opts` (chapter 4's packing asks before there is a kernel)."
+  widths = sorted(opts.vector_widths, reverse=True)
+  if opts.has_local or not widths: return widths
+  return [w for w in widths if w * itemsize <= widths[0] * 4] or widths[-1:]
 
 # %% ../nbs/06bb_machine.ipynb #c4a9e2b3
 def _tail_work(k: Kernel) -> list[tuple[UOp, dict[int, int | None]]]:
@@ -112,3 +116,20 @@ def _reread_block(k: Kernel) -> int | None:
   if reread * steps <= k.opts.l2_size: return None
   first = k.full_shape[k.first_reduce]
   return next((b for b in range(first - 1, 1, -1) if first % b == 0 and b * (steps // first) * working <= k.opts.l2_size), None)
+
+# %% ../nbs/06bb_machine.ipynb #pb000002
+# the widest register tile `_reduce_plan` offers (chapter 6b): 8 rows x 2 vectors
+_TILE_ROWS, _ROW_VECTORS = 8, 2
+
+def _panel(opts, shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[int, ...], j: int, itemsize: int) -> int | None:
+  """For an input `B` that a CPU product reads through a view of `shape` and `strides` in vectors along its axis `j`
+  (stride 1) and down its reduce `axes`: the width of the column panels to pack it into, a row of the widest register
+  tile; None where it is not packed: where the panels would be all of `j`, where `B`'s rows are less than a page apart
+  or `B` fits the L2, or where the product reads its other input more often than `B`."""
+  width = _widths_for(opts, itemsize)[0] * _ROW_VECTORS
+  if strides[j] != 1 or shape[j] % width or shape[j] == width or not opts.l2_size: return None
+  rows = [a for a in axes if strides[a] != 0]
+  if not rows or min(strides[a] for a in rows) * itemsize < mmap.PAGESIZE: return None
+  # passes over B: one per tile of rows (the outputs B is broadcast along); over the other input: one per panel
+  passes = prod(n for n, s in zip(shape, strides) if s == 0) // _TILE_ROWS
+  return width if passes >= shape[j] // width and prod(shape[a] for a in rows) * shape[j] * itemsize > opts.l2_size else None
