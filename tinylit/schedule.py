@@ -53,10 +53,11 @@ def _pack_view(st: ShapeTracker, axes: tuple[int, ...], b: LazyBuffer) -> tuple[
   moving = [a for a in range(len(shape)) if shape[a] > 1 and strides[a] != 0]
   order = [a for a in moving if a not in axes and a != j] + [j] + [a for a in moving if a in axes]
   rest, i, sizes = [a for a in range(len(shape)) if a not in order], order.index(j), tuple(shape[a] for a in order)
-  panels, columns_last = sizes[:i] + (sizes[i] // width, width) + sizes[i + 1:], tuple(a for a in range(len(sizes) + 1) if a != i + 1) + (i + 1,)
+  c = i + (width < sizes[i])   # where a panel's columns are among j's cut: after j's panels, where there are several
+  panels = sizes[:i] + (sizes[i] // width,) * (c - i) + (width,) + sizes[i + 1:]
   # the copy's view of the input: broadcast axes cut to their one element, the others permuted into the packed order
   copy = st.shrink(tuple((0, n) if a in moving else (0, 1) for a, n in enumerate(shape))).permute(tuple(order + rest)).reshape(panels)
-  copy = copy.permute(columns_last)
+  copy = copy.permute(columns_last := tuple(a for a in range(len(panels)) if a != c) + (c,))
   # the kernel's view of the copy: its columns back beside j's panels, then the kernel's own axes (broadcast ones too)
   read = ShapeTracker.from_shape(copy.shape).permute(argsort(columns_last)).reshape(sizes + (1,) * len(rest))
   return copy, read.permute(argsort(order + rest)).expand(shape)
