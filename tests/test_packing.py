@@ -224,3 +224,20 @@ def test_batched_matmul_packs_each_b(device):
   a, b = Tensor(a_np, device=device).realize(), Tensor(b_np, device=device).realize()
   assert len((a @ b).schedule()) == (2 if packs(device) and 0 < Device[device].renderer.l2_size < b_np[0].nbytes else 1)
   np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-3)
+
+
+def test_packed_product_takes_blocks_that_keep_a_in_the_l1():
+  """(512, 2048) @ (2048, 1024): B packed into panels; the tile's 8 rows of A over all of k (64 KB) are more than the
+  L1, so the reduce goes in blocks whose rows of A fit it (chapter 6bb's `_row_block`). Without a known L1, none."""
+  from test_heuristic2 import planned
+  from tinylit.kernel import Kernel, OptOps
+  from tinylit.heuristic import hand_coded_optimizations
+  from tinylit.renderer import ClangRenderer
+  renderer = Device["CPU"].renderer
+  a, b = Tensor(rand(512, 2048)).realize(), Tensor(rand(2048, 1024, seed=1)).realize()
+  schedule = (a @ b).schedule()
+  if len(schedule) != 2 or not 0 < renderer.l1_size < 8 * 4 * 2048: pytest.skip("needs B packed and an L1 under 64 KB")
+  blocks = [o.amt for o in planned(a @ b).applied_opts if o.op is OptOps.BLOCK]
+  assert len(blocks) == 1 and blocks[0] * 8 * 4 <= renderer.l1_size
+  unknown = ClangRenderer(max(renderer.vector_widths), renderer.l2_size, renderer.vector_registers)   # l1_size 0
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_optimizations(Kernel(schedule[1].ast, unknown)).applied_opts)

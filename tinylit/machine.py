@@ -133,3 +133,20 @@ def _panel(opts, shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[i
   # passes over B: one per tile of rows (the outputs B is broadcast along); over the other input: one per panel
   passes = prod(n for n, s in zip(shape, strides) if s == 0) // _TILE_ROWS
   return width if passes >= shape[j] // width and prod(shape[a] for a in rows) * shape[j] * itemsize > opts.l2_size else None
+
+def _row_block(k: Kernel, tile: int) -> int | None:
+  """For a sum along one reduce axis `k` whose register tile reads rows of `A` (the inputs that move along the rest of
+  the tile's axis, `tile`) along `k`, consecutive elements, and whose rows over all of `k` take more than the L1
+  (`l1_size`): the size of BLOCK's blocks, the largest of 512, 256, ..., 32 that divides `k`, is at most half of it,
+  and whose rows of `A` fit the L1. None where they fit, or the L1 is unknown. A tile walks every panel of a packed
+  `B` (`_panel`) with the same rows of `A`: in blocks they stay in the L1."""
+  reduces = [a for a, kind in enumerate(k.axis_kinds()) if kind == "reduce"]
+  if not getattr(k.opts, "l1_size", 0) or k.reduceop.arg[0] is not Ops.ADD or reduces != [k.first_reduce] or \
+     not isinstance(size := k.full_shape[k.first_reduce], int): return None
+  loads = [(k.sts[u.src[1].arg], u.dtype.itemsize) for u in k.ast.toposort if u.op is Ops.LOAD]
+  a_views = [(st, itemsize) for st, itemsize in loads if axis_stride(st, tile) != 0]
+  if not a_views or any(axis_stride(st, k.first_reduce) != 1 for st, _ in a_views): return None
+  # bytes of A that one step of k reads for the tile: its upcast rows
+  rows = sum(prod(s for a, s in enumerate(st.shape) if a >= k.first_upcast and axis_stride(st, a) != 0) * itemsize for st, itemsize in a_views)
+  if rows * size <= k.opts.l1_size: return None
+  return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * rows <= k.opts.l1_size), None)
