@@ -23,6 +23,7 @@ from test_heuristic2 import planned  # the CPU rules' kernel for a tensor's last
 
 from tinylit import Tensor
 from tinylit.device import Device
+from tinylit.helpers import Context
 from tinylit.heuristic import hand_coded_optimizations
 from tinylit.kernel import Kernel, Opt, OptOps
 from tinylit.renderer import ClangRenderer
@@ -139,8 +140,9 @@ def test_float64_kernels_compute_right(device):
 
 
 def _upcasts(t: Tensor, width: int, registers: int) -> list[Opt]:
-  "The UPCASTs of the rules' plan for `t`'s last kernel on a C renderer with these vectors and vector registers."
-  k = Kernel(t.schedule()[-1].ast, ClangRenderer(width, 1 << 20, registers))
+  """The UPCASTs of the rules' plan for `t`'s last kernel on a C renderer with these vectors and vector registers
+  (scheduled unpacked: this CPU's packing rule would cut B into panels of its own vectors' width)."""
+  with Context(PACK=0): k = Kernel(t.schedule()[-1].ast, ClangRenderer(width, 1 << 20, registers))
   return [o for o in hand_coded_optimizations(k).applied_opts if o.op is OptOps.UPCAST]
 
 

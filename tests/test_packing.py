@@ -176,11 +176,68 @@ def test_reduce_read_by_two_kernels_is_computed_once(device):
 
 
 def test_weight_gradient_with_a_big_g_takes_blocks():
-  "X.T @ G with G (2048, 512), 4 MB: more than the L2, so the reduce goes in blocks (chapter 6bb's `_block_size`)."
+  """X.T @ G with G (2048, 512), 4 MB: more than the L2, so the reduce goes in blocks (chapter 6bb's `_block_size`).
+  G is not packed: the product walks G once per 8 of X's 128 columns (16 times) and X once per panel of G (32 times)."""
   from test_heuristic2 import planned
   renderer = Device["CPU"].renderer
   if not renderer.l2_size or renderer.l2_size >= 4 << 20: pytest.skip("needs a known L2 smaller than 4 MB")
   x, g = Tensor(rand(2048, 128)).realize(), Tensor(rand(2048, 512, seed=1)).realize()
   from tinylit.kernel import OptOps
-  assert any(o.op is OptOps.BLOCK for o in planned(x.T @ g).applied_opts)
+  assert len((x.T @ g).schedule()) == 1 and any(o.op is OptOps.BLOCK for o in planned(x.T @ g).applied_opts)
   np.testing.assert_allclose((x.T @ g).numpy(), rand(2048, 128).T @ rand(2048, 512, seed=1), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_packs_b_into_panels(device):
+  """A @ B with B (512, 1024), 2 MB, bigger than the L2, rows 4 KiB apart, read by 512 rows of A (rule 8's second
+  case, chapter 6bb's `_panel`): a copy of B in column panels [N/P, K, P], then the product, whose vectors split P and
+  whose loads have no `//` or `%`. The result is numpy's on every device."""
+  from tinylit.kernel import Kernel
+  from tinylit.heuristic import hand_coded_optimizations
+  a_np, b_np = rand(512, 512), rand(512, 1024, seed=1)
+  a, b = Tensor(a_np, device=device).realize(), Tensor(b_np, device=device).realize()
+  schedule = (a @ b).schedule()
+  panels = packs(device) and 0 < Device[device].renderer.l2_size < b_np.nbytes
+  assert len(schedule) == (2 if panels else 1)
+  if panels:
+    n, k, width = schedule[0].ast.src[0].src[1].arg.shape   # the copy's output: [N/P, K, P]
+    assert (n * width, k) == (1024, 512) and width > 1
+    product = hand_coded_optimizations(Kernel(schedule[1].ast, Device[device].renderer))
+    assert width % product.full_shape[product.vector_axis()] == 0
+    assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in product.linearize())
+  np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-3)
+
+
+def test_panels_only_where_they_pay():
+  """No panels for a B read by few rows (16 rows walk B twice, A 64 times), for rows less than a page apart (1024 x 512),
+  or for a B that fits the L2 (512 x 64: 128 KB)."""
+  a, b = Tensor(rand(512, 512)).realize(), Tensor(rand(512, 1024, seed=1)).realize()
+  assert len((a[:16] @ b).schedule()) == 1
+  assert len((Tensor(rand(512, 1024)).realize() @ Tensor(rand(1024, 512, seed=1)).realize()).schedule()) == 1
+  assert len((a @ Tensor(rand(512, 64, seed=2)).realize()).schedule()) == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_matmul_packs_each_b(device):
+  "Two products, each B (384, 1024), 1.5 MB, read by 512 rows: B packed in panels per product, the results numpy's."
+  a_np, b_np = rand(2, 512, 384), rand(2, 384, 1024, seed=1)
+  a, b = Tensor(a_np, device=device).realize(), Tensor(b_np, device=device).realize()
+  assert len((a @ b).schedule()) == (2 if packs(device) and 0 < Device[device].renderer.l2_size < b_np[0].nbytes else 1)
+  np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-3)
+
+
+def test_packed_product_takes_blocks_that_keep_a_in_the_l1():
+  """(512, 2048) @ (2048, 1024): B packed into panels; the tile's 8 rows of A over all of k (64 KB) are more than the
+  L1, so the reduce goes in blocks whose rows of A fit it (chapter 6bb's `_row_block`). Without a known L1, none."""
+  from test_heuristic2 import planned
+  from tinylit.kernel import Kernel, OptOps
+  from tinylit.heuristic import hand_coded_optimizations
+  from tinylit.renderer import ClangRenderer
+  renderer = Device["CPU"].renderer
+  a, b = Tensor(rand(512, 2048)).realize(), Tensor(rand(2048, 1024, seed=1)).realize()
+  schedule = (a @ b).schedule()
+  if len(schedule) != 2 or not 0 < renderer.l1_size < 8 * 4 * 2048: pytest.skip("needs B packed and an L1 under 64 KB")
+  blocks = [o.amt for o in planned(a @ b).applied_opts if o.op is OptOps.BLOCK]
+  assert len(blocks) == 1 and blocks[0] * 8 * 4 <= renderer.l1_size
+  unknown = ClangRenderer(max(renderer.vector_widths), renderer.l2_size, renderer.vector_registers)   # l1_size 0
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_optimizations(Kernel(schedule[1].ast, unknown)).applied_opts)

@@ -8,7 +8,7 @@ from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
-from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _spills   # chapter 6bb
+from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _spills, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
@@ -109,7 +109,7 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
-      tiles += [[(t, 8), (v, 2)] for t in outs if t != v and rest[t] % 8 == 0 and rest[v] % 2 == 0]
+      tiles += [[(t, _TILE_ROWS), (v, _ROW_VECTORS)] for t in outs if t != v and rest[t] % _TILE_ROWS == 0 and rest[v] % _ROW_VECTORS == 0]
     for tile in tiles:
       upcasts = [(v, width)] + tile
       # the smallest key wins: cores left an output axis to split, the price; then vectors along an output, fewer copies
@@ -172,11 +172,13 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
 def _order_loops(k: Kernel, vec: int | None, tile: int | None) -> None:
   """Step 3. Where the tile's loop is outside the vector axis's rest (a matmul's rows outside its column blocks), the
   vector's loop goes outside (SWAP): one panel of the reused input stays in cache while the tile walks past it; where
-  that input is bigger than the L2, the reduce goes in blocks instead (BLOCK, chapter 6bb). Any other sum whose inner
-  output loop reads again, at each of its steps, inputs bigger than the L2 gets BLOCK too."""
+  that input is bigger than the L2, the reduce goes in blocks instead (BLOCK, chapter 6bb). Where the vector's axis is
+  used up (a packed B's panel), blocks that keep the tile's rows of A in the L1. Any other sum whose inner output loop
+  reads again, at each of its steps, inputs bigger than the L2 gets BLOCK too."""
   if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global":
     if (size := _block_size(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
     else: _try(k, Opt(OptOps.SWAP, tile, vec))
+  elif vec is None and tile is not None and (size := _row_block(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
   elif (size := _reread_block(k)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
 
 def _threaded(k: Kernel) -> bool:

@@ -31,6 +31,7 @@ class Renderer:
   local_dims_max: tuple[int, ...] = (1024, 1024, 64)   # the threads of one workgroup, per dimension
   vector_widths: tuple[int, ...] = ()   # upcast sizes that become vectors (chapter 6a)
   l2_size: int = 0             # bytes of the cache a core has to itself after L1 (the CPU's L2, chapter 8a); 0: unknown
+  l1_size: int = 0             # bytes of a core's L1 data cache (chapter 8a); 0: unknown
   vector_registers: int = 32   # the vector registers a core has: a CPU's (chapter 8a) hold a register tile's sums
   transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
   tensor_cores: list[TensorCore] = []   # what the TC opt can use (chapter 6d)
@@ -406,9 +407,9 @@ class ClangRenderer(CStyleLanguage):
   def render_cast(self, dt: DType, x: str, src_dt: DType) -> str:
     # a cast between GCC vector types reinterprets the bits: converting the values lane by lane is a builtin
     return f"__builtin_convertvector({x}, {self.render_dtype(dt)})" if dt.count > 1 else super().render_cast(dt, x, src_dt)
-  def __init__(self, vector_width: int | None = None, l2_size: int = 0, vector_registers: int = 32):
+  def __init__(self, vector_width: int | None = None, l2_size: int = 0, vector_registers: int = 32, l1_size: int = 0):
     super().__init__(vector_width)
-    self.threads, self.l2_size, self.vector_registers = getenv("CPU_THREADS", os.cpu_count() or 1), l2_size, vector_registers
+    self.threads, self.l2_size, self.vector_registers, self.l1_size = getenv("CPU_THREADS", os.cpu_count() or 1), l2_size, vector_registers, l1_size
     where = self.code_for_op[Ops.WHERE]
     self.code_for_op[Ops.WHERE] = lambda c, a, b, dtype, src_dtype: self.render_select(c, a, b, dtype) if dtype.count > 1 and \
       src_dtype.count > 1 else where(c, a, b, dtype=dtype, src_dtype=src_dtype)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from .dtype import dtypes
-from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, prod
+from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, prod
 from .ops import Ops, GroupOp
 from .ops import UOp, resolve, sint
-from .shapetracker import ShapeTracker, View
+from .shapetracker import ShapeTracker
 from .lazy import LazyBuffer
 from .device import Buffer, Device
 from .memory import memory_planner, planned_memory
 from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
+from .machine import _panel        # and how wide chapter 6bb's panels of B are
 
 # %% auto #0
 __all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends_on', 'costly', 'Decisions', 'Decider',
@@ -35,27 +36,31 @@ class ScheduleItem:
   def inputs(self) -> tuple[Buffer, ...]: return self.bufs[len(self.outputs):]
 
 # %% ../nbs/04_schedule.ipynb #7072ff8e
-def _pack_view(st: ShapeTracker, axes: tuple[int, ...], device: str) -> tuple[ShapeTracker, ShapeTracker] | None:
-  """Rule 8, packing (see its section). For an input that a reduce kernel loads through `st` (over the kernel's loop
-  shape; `axes` are the reduce axes): if a CPU kernel would read it across its vectors, the view of the input to copy
-  into a buffer of its own, and the view through which the kernel then reads that copy; else None."""
-  if not PACK.value or Device[device].renderer.has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
+def _pack_view(st: ShapeTracker, axes: tuple[int, ...], b: LazyBuffer) -> tuple[ShapeTracker, ShapeTracker] | None:
+  """Rule 8, packing (see its section). For an input `b` that a reduce kernel loads through `st` (over its loop shape;
+  `axes` are the reduce axes): if a CPU kernel would read it across its vectors, or down panels that chapter 6bb's
+  `_panel` packs, the view of `b` to copy into a buffer of its own and the kernel's view of that copy; else None."""
+  if not PACK.value or (r := Device[b.device].renderer).has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
   shape, strides = v.shape, v.strides
-  if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20 or prod(shape[a] for a in axes) > 256: return None
+  if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20: return None
   # j: where the heuristic puts the vector lanes, the axis along which the output is contiguous (chapter 6b)
   j = lane_axis(ShapeTracker.from_shape(tuple(1 if a in axes else n for a, n in enumerate(shape))))
-  if j is None or strides[j] in (0, 1) or not any(strides[a] == 1 for a in axes) or \
-     prod(n for n, s in zip(shape, strides) if s == 0) < 16: return None
-  # the packed layout: the other axes the input moves along (outputs outermost, then the reduce), and j innermost
+  if j is None or strides[j] == 0 or prod(n for n, s in zip(shape, strides) if s == 0) < 16: return None
+  # read across the vectors (a short reduce along consecutive elements): one panel, all of j; else `_panel`'s width
+  across = strides[j] != 1 and prod(shape[a] for a in axes) <= 256 and any(strides[a] == 1 for a in axes)
+  if (width := shape[j] if across else _panel(r, shape, strides, axes, j, b.dtype.itemsize)) is None: return None
+  # the packed layout: the other axes the input moves along (outermost), j's panels, the reduce, a panel's columns
   moving = [a for a in range(len(shape)) if shape[a] > 1 and strides[a] != 0]
-  order = [a for a in moving if a not in axes and a != j] + [a for a in moving if a in axes] + [j]
-  packed = tuple(shape[a] for a in order)
+  order = [a for a in moving if a not in axes and a != j] + [j] + [a for a in moving if a in axes]
+  rest, i, sizes = [a for a in range(len(shape)) if a not in order], order.index(j), tuple(shape[a] for a in order)
+  c = i + (width < sizes[i])   # where a panel's columns are among j's cut: after j's panels, where there are several
+  panels = sizes[:i] + (sizes[i] // width,) * (c - i) + (width,) + sizes[i + 1:]
   # the copy's view of the input: broadcast axes cut to their one element, the others permuted into the packed order
-  copy = st.shrink(tuple((0, n) if a in moving else (0, 1) for a, n in enumerate(shape)))
-  copy = copy.permute(tuple(order + [a for a in range(len(shape)) if a not in order])).reshape(packed)
-  read = [0] * len(shape)
-  for i, a in enumerate(order): read[a] = prod(packed[i + 1:])
-  return copy, ShapeTracker((View.create(shape, tuple(read)),))
+  copy = st.shrink(tuple((0, n) if a in moving else (0, 1) for a, n in enumerate(shape))).permute(tuple(order + rest)).reshape(panels)
+  copy = copy.permute(columns_last := tuple(a for a in range(len(panels)) if a != c) + (c,))
+  # the kernel's view of the copy: its columns back beside j's panels, then the kernel's own axes (broadcast ones too)
+  read = ShapeTracker.from_shape(copy.shape).permute(argsort(columns_last)).reshape(sizes + (1,) * len(rest))
+  return copy, read.permute(argsort(order + rest)).expand(shape)
 
 def _expansion(st: ShapeTracker):
   """How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1). A
@@ -272,7 +277,7 @@ class Decider:
         if o.op is Ops.ASSIGN and o.buffer is b.buffer and o not in self.d.values and not _reads_in_place(st, o.arg):
           self.d.values[o] = o.srcs[0].clone()
       if axes is not None and all(o.buffer is not b.buffer for o in outs) and (b, st) not in self.d.packs and \
-         (views := _pack_view(st, axes, b.device)) is not None:
+         (views := _pack_view(st, axes, b)) is not None:
         packed = next((p for p, src in self.d.packed_from.items() if src == (b, views[0])), None) or b._view(views[0]).clone()
         self.d.packed_from[packed] = (b, views[0])
         self.d.packs[(b, st)] = (packed, views[1])

@@ -320,5 +320,5 @@ class CPUDevice(Compiled):
     # speed. CPU_L2_SIZE (bytes) pins the L2 the rules plan for, as CPU_VECTOR_WIDTH pins the width: the notebooks'
     # stored plans are those of the course's machines (a 1 MiB L2), and a smaller one blocks matmuls they don't block
     renderer = ClangRenderer(self.vector_width, getenv("CPU_L2_SIZE", 0) or cache_size(2),
-                             vector_registers(native_macros(), self.vector_width))
+                             vector_registers(native_macros(), self.vector_width), cache_size(1))
     super().__init__(device, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)
