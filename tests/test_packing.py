@@ -190,7 +190,7 @@ def test_weight_gradient_with_a_big_g_takes_blocks():
 @pytest.mark.parametrize("device", DEVICES)
 def test_matmul_packs_b_into_panels(device):
   """A @ B with B (512, 1024), 2 MB, bigger than the L2, rows 4 KiB apart, read by 512 rows of A (rule 8's second
-  case, chapter 6bb's `_panel`): a copy of B in column panels [N/P, K, P], then the product, whose vectors split P and
+  case, chapter 6bb's `panel_width`): a copy of B in column panels [N/P, K, P], then the product, whose vectors split P and
   whose loads have no `//` or `%`. The result is numpy's on every device."""
   from tinylit.kernel import Kernel
   from tinylit.heuristic import hand_coded_optimizations

@@ -10,7 +10,7 @@ from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, axis_stride
 
 # %% auto #0
-__all__ = []
+__all__ = ['panel_width']
 
 # %% ../nbs/06bb_machine.ipynb #b7d1e0a1
 def _widths(k: Kernel) -> list[int]:
@@ -121,7 +121,7 @@ def _reread_block(k: Kernel) -> int | None:
 # the widest register tile `_reduce_plan` offers (chapter 6b): 8 rows x 2 vectors
 _TILE_ROWS, _ROW_VECTORS = 8, 2
 
-def _panel(opts, shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[int, ...], j: int, itemsize: int) -> int | None:
+def panel_width(opts, shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[int, ...], j: int, itemsize: int) -> int | None:
   """For an input `B` that a CPU product reads through a view of `shape` and `strides` in vectors along its axis `j`
   (stride 1) and down its reduce `axes`: the width of the column panels to pack it into, a row of the widest register
   tile; None where it is not packed: where the panels would be all of `j`, where `B`'s rows are less than a page apart
@@ -139,7 +139,7 @@ def _row_block(k: Kernel, tile: int) -> int | None:
   the tile's axis, `tile`) along `k`, consecutive elements, and whose rows over all of `k` take more than the L1
   (`l1_size`): the size of BLOCK's blocks, the largest of 512, 256, ..., 32 that divides `k`, is at most half of it,
   and whose rows of `A` fit the L1. None where they fit, or the L1 is unknown. A tile walks every panel of a packed
-  `B` (`_panel`) with the same rows of `A`: in blocks they stay in the L1."""
+  `B` (`panel_width`) with the same rows of `A`: in blocks they stay in the L1."""
   reduces = [a for a, kind in enumerate(k.axis_kinds()) if kind == "reduce"]
   if not getattr(k.opts, "l1_size", 0) or k.reduceop.arg[0] is not Ops.ADD or reduces != [k.first_reduce] or \
      not isinstance(size := k.full_shape[k.first_reduce], int): return None

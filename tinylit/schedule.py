@@ -15,7 +15,7 @@ from .lazy import LazyBuffer
 from .device import Buffer, Device
 from .memory import memory_planner, planned_memory
 from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
-from .machine import _panel        # and how wide chapter 6bb's panels of B are
+from .machine import panel_width        # and how wide chapter 6bb's panels of B are
 
 # %% auto #0
 __all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends_on', 'costly', 'Decisions', 'Decider',
@@ -39,16 +39,16 @@ class ScheduleItem:
 def _pack_view(st: ShapeTracker, axes: tuple[int, ...], b: LazyBuffer) -> tuple[ShapeTracker, ShapeTracker] | None:
   """Rule 8, packing (see its section). For an input `b` that a reduce kernel loads through `st` (over its loop shape;
   `axes` are the reduce axes): if a CPU kernel would read it across its vectors, or down panels that chapter 6bb's
-  `_panel` packs, the view of `b` to copy into a buffer of its own and the kernel's view of that copy; else None."""
+  `panel_width` packs, the view of `b` to copy into a buffer of its own and the kernel's view of that copy; else None."""
   if not PACK.value or (r := Device[b.device].renderer).has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
   shape, strides = v.shape, v.strides
   if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20: return None
   # j: where the heuristic puts the vector lanes, the axis along which the output is contiguous (chapter 6b)
   j = lane_axis(ShapeTracker.from_shape(tuple(1 if a in axes else n for a, n in enumerate(shape))))
   if j is None or strides[j] == 0 or prod(n for n, s in zip(shape, strides) if s == 0) < 16: return None
-  # read across the vectors (a short reduce along consecutive elements): one panel, all of j; else `_panel`'s width
+  # read across the vectors (a short reduce along consecutive elements): one panel, all of j; else `panel_width`'s width
   across = strides[j] != 1 and prod(shape[a] for a in axes) <= 256 and any(strides[a] == 1 for a in axes)
-  if (width := shape[j] if across else _panel(r, shape, strides, axes, j, b.dtype.itemsize)) is None: return None
+  if (width := shape[j] if across else panel_width(r, shape, strides, axes, j, b.dtype.itemsize)) is None: return None
   # the packed layout: the other axes the input moves along (outermost), j's panels, the reduce, a panel's columns
   moving = [a for a in range(len(shape)) if shape[a] > 1 and strides[a] != 0]
   order = [a for a in moving if a not in axes and a != j] + [j] + [a for a in moving if a in axes]
