@@ -58,7 +58,8 @@ def div_mod_fold(x: UOp, c: UOp, mod: bool) -> UOp | None:
       if (rest := build_sum(low, x)).vmin >= 0 and rest.vmax < g:
         high = build_sum([(v, k // g) for v, k in terms if (v, k) not in low], x)
         if not mod: return high // (d // g)
-        return (high % (d // g)) * g + rest if low else (high % (d // g)) * g
+        remainder_high = (high % (d // g)) * g
+        return remainder_high + rest if low else remainder_high
   if mod and rem is not x and rem.vmin >= 0 and any(k != r for (_, k), (_, r) in zip(terms, remainder)):
     return rem % d  # dropped multiples of d don't change the remainder
   return None
