@@ -386,7 +386,10 @@ def _reduce_sum(x: RefVal, axes: tuple[int, ...], keepdim: bool) -> RefVal:
     nonfin = np.any(~fin, axis=axes, keepdims=keepdim)
     intlike = np.all(~fin | (f == np.round(f)), axis=axes, keepdims=keepdim) & (absum <= 2.0 ** MANT[x.dtype])
     rnd = np.where(intlike | (n <= 2), 0.0, 1.01 * max(n - 1, 0) * U[x.dtype] * absum)
-    e = e_fin + rnd
+    # an addend that is a product may be fused into the sum's add (one FMA, chapter 7's ClangRenderer): it is then
+    # not rounded, which moves it by at most u of itself
+    fused = np.where(intlike, 0.0, U[x.dtype] * absum)
+    e = e_fin + rnd + fused
     e = np.where(e > 0, e + ulp(out), 0.0)
     e = np.where(nonfin, np.where((e_nonfin == 0) & (absum < FMAX[x.dtype] / 4), 0.0, np.inf), e)
   return settle(out, e)

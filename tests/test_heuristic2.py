@@ -59,7 +59,9 @@ def test_tile_takes_the_rows_closest_together():
   w = Tensor(rng.standard_normal((128, 128)).astype(np.float32)).realize()
   k = planned(heads.permute(0, 2, 1, 3).reshape(8, 16, 128) @ w.T)
   # axes (B, T, outputs | H, D): a tile along T (x's rows 32 floats apart), not along B (rows 2048 floats apart)
-  assert Opt(OptOps.UPCAST, 1, 8) in k.applied_opts and Opt(OptOps.UPCAST, 0, 8) not in k.applied_opts, k.applied_opts
+  # (as many rows as the CPU's vector registers hold: 8, or 4 with AVX2's 16)
+  tile = [o for o in k.applied_opts if o.op is OptOps.UPCAST and o.axis in (0, 1)]
+  assert len(tile) == 1 and tile[0].axis == 1 and tile[0].amt in (4, 8), k.applied_opts
 
 
 def gelu_np(x: np.ndarray) -> np.ndarray:

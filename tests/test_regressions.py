@@ -590,3 +590,18 @@ def test_constant_scalar_index_beside_tensor_indices(device):
   got = Tensor(x, device=device)[Tensor(i0, device=device), 0, None, Tensor(i, device=device)]
   np.testing.assert_array_equal(got.numpy(), x[i0, 0, None, i])
   np.testing.assert_array_equal(Tensor(x, device=device)[Tensor(i0, device=device)].numpy(), x[i0])
+
+
+def test_only_sums_fuse_their_multiply_adds():
+  """Chapter 7's ClangRenderer lets `cc` fuse a product into an add (one FMA, rounded once) in a float sum's kernel,
+  where every product meets the sum's adds (a matmul), and nowhere else: an elementwise `a*b + c`, alone or inside a
+  sum's kernel, keeps numpy's bits. The fused matmul is numpy's within float32 rounding."""
+  from tinylit.realize import get_program
+  rng = np.random.default_rng(0)
+  a, b, c = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(3))
+  A, B, C = (Tensor(x).realize() for x in (a, b, c))
+  def fuses(t: Tensor) -> bool:
+    return "fp-contract=fast" in get_program(t.schedule()[-1].ast, Device["CPU"].renderer).src
+  assert fuses(A @ B) and not fuses(A * B + C) and not fuses((A * B + C).sum(axis=1))
+  np.testing.assert_array_equal((A * B + C).numpy(), a * b + c)
+  np.testing.assert_allclose((A @ B).numpy(), a @ b, rtol=1e-5, atol=1e-5)

@@ -8,7 +8,7 @@ from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
-from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _spills, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
+from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _fits, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
@@ -105,17 +105,17 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     # tiles along one output axis; 16 rows of one vector where the loop's other work is shared by the rows (with
-    # partial sums, 16 rows read at once would be 16 streams); 8 rows x 2 vectors. `_spills` prices their sums (6bb)
+    # partial sums, 16 rows read at once would be 16 streams); 8 to 2 rows x 2 vectors. Only tiles that `_fits` (6bb)
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
-      tiles += [[(t, _TILE_ROWS), (v, _ROW_VECTORS)] for t in outs if t != v and rest[t] % _TILE_ROWS == 0 and rest[v] % _ROW_VECTORS == 0]
-    for tile in tiles:
+      tiles += [[(t, n), (v, _ROW_VECTORS)] for t in outs if t != v and rest[v] % _ROW_VECTORS == 0 for n in range(_TILE_ROWS, 1, -1) if rest[t] % n == 0]
+    for tile in [tile for tile in tiles if _fits(k.opts, v, tile)]:
       upcasts = [(v, width)] + tile
       # the smallest key wins: cores left an output axis to split, the price; then vectors along an output, fewer copies
       # along the vector's axis, fewer copies, vectors along `lane_axis`, rows close together (6bb), the first axis
       idle = threaded and not any((rest[a] // prod(n for t, n in tile if t == a)) % k.opts.threads == 0 for a in outs)
-      key = (idle, round(_cost(k, work, upcasts, tail) + _spills(k, v, width, tile), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
+      key = (idle, round(_cost(k, work, upcasts, tail), 4), kinds[v] != "global", sum(t == v for t, _ in tile),
              prod(n for _, n in tile), v != lane_axis(k.sts[k.output_st]), _spread(loads, tile), v)
       if best is None or key < best[0]: best = (key, upcasts)
   return None if best is None else best[1]

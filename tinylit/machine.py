@@ -4,7 +4,6 @@
 
 # %% ../nbs/06bb_machine.ipynb #0a1c9898
 from __future__ import annotations
-import mmap
 from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, axis_stride
@@ -67,14 +66,10 @@ def _spread(loads: list[dict[int, int | None]], tile: list[tuple[int, int]]) -> 
               for s in (moving[t],)), default=0)
 
 # %% ../nbs/06bb_machine.ipynb #f7436e05
-def _spills(k: Kernel, vec: int, width: int, tile: list[tuple[int, int]]) -> float:
-  """What the running sums of a register tile [(axis, amount), ...] on vectors of `width` lanes along `vec` cost where
-  the renderer's `vector_registers` can't hold them, in `_cost`'s unit (instructions per point): a step of the loop
-  holds the sums, the vectors it loads along `vec` and one broadcast; each sum past the registers stays in memory, a
-  load and a store a step."""
-  sums = prod(n for _, n in tile)
-  spilled = sums + prod(n for axis, n in tile if axis == vec) + 1 - k.opts.vector_registers
-  return 2 * max(spilled, 0) / (width * sums)
+def _fits(opts, vec: int, tile: list[tuple[int, int]]) -> bool:
+  """Do the running sums of a register tile [(axis, amount), ...] with vectors along `vec` fit the `vector_registers`
+  of the renderer `opts`, beside what a step of the loop loads: the tile's vectors along `vec` and one broadcast?"""
+  return prod(n for _, n in tile) + prod(n for axis, n in tile if axis == vec) + 1 <= opts.vector_registers
 
 # %% ../nbs/06bb_machine.ipynb #6b4fcdf7
 def _block_size(k: Kernel, tile: int) -> int | None:
@@ -121,25 +116,30 @@ def _reread_block(k: Kernel) -> int | None:
 # the widest register tile `_reduce_plan` offers (chapter 6b): 8 rows x 2 vectors
 _TILE_ROWS, _ROW_VECTORS = 8, 2
 
+def _tile_rows(opts) -> int:
+  "The most rows, up to `_TILE_ROWS`, of a tile `_ROW_VECTORS` vectors wide that `_fits` the registers of `opts`."
+  return next(n for n in range(_TILE_ROWS, 0, -1) if _fits(opts, 0, [(1, n), (0, _ROW_VECTORS)]))
+
 def panel_width(opts, shape: tuple[int, ...], strides: tuple[int, ...], axes: tuple[int, ...], j: int, itemsize: int) -> int | None:
   """For an input `B` that a CPU product reads through a view of `shape` and `strides` in vectors along its axis `j`
   (stride 1) and down its reduce `axes`: the width of the column panels to pack it into, a row of the widest register
-  tile; None where it is not packed: where the panels would be all of `j`, where `B`'s rows are less than a page apart
-  or `B` fits the L2, or where the product reads its other input more often than `B`."""
+  tile; None where it is not packed: where the panels would be all of `j`, where `B` fits the L2, or where the product
+  reads `B` no more often than its other input."""
   width = _widths_for(opts, itemsize)[0] * _ROW_VECTORS
   if strides[j] != 1 or shape[j] % width or shape[j] == width or not opts.l2_size: return None
   rows = [a for a in axes if strides[a] != 0]
-  if not rows or min(strides[a] for a in rows) * itemsize < mmap.PAGESIZE: return None
+  if not rows: return None
   # passes over B: one per tile of rows (the outputs B is broadcast along); over the other input: one per panel
-  passes = prod(n for n, s in zip(shape, strides) if s == 0) // _TILE_ROWS
-  return width if passes >= shape[j] // width and prod(shape[a] for a in rows) * shape[j] * itemsize > opts.l2_size else None
+  passes = prod(n for n, s in zip(shape, strides) if s == 0) // _tile_rows(opts)
+  return width if passes > shape[j] // width and prod(shape[a] for a in rows) * shape[j] * itemsize > opts.l2_size else None
 
 def _row_block(k: Kernel, tile: int) -> int | None:
   """For a sum along one reduce axis `k` whose register tile reads rows of `A` (the inputs that move along the rest of
   the tile's axis, `tile`) along `k`, consecutive elements, and whose rows over all of `k` take more than the L1
   (`l1_size`): the size of BLOCK's blocks, the largest of 512, 256, ..., 32 that divides `k`, is at most half of it,
-  and whose rows of `A` fit the L1. None where they fit, or the L1 is unknown. A tile walks every panel of a packed
-  `B` (`panel_width`) with the same rows of `A`: in blocks they stay in the L1."""
+  and whose rows of `A` fill at most half of the L1 (the panel of `B` streams through the rest). None where they fit,
+  or the L1 is unknown. A tile walks every panel of a packed `B` (`panel_width`) with the same rows of `A`: in blocks
+  they stay in the L1."""
   reduces = [a for a, kind in enumerate(k.axis_kinds()) if kind == "reduce"]
   if not getattr(k.opts, "l1_size", 0) or k.reduceop.arg[0] is not Ops.ADD or reduces != [k.first_reduce] or \
      not isinstance(size := k.full_shape[k.first_reduce], int): return None
@@ -148,5 +148,5 @@ def _row_block(k: Kernel, tile: int) -> int | None:
   if not a_views or any(axis_stride(st, k.first_reduce) != 1 for st, _ in a_views): return None
   # bytes of A that one step of k reads for the tile: its upcast rows
   rows = sum(prod(s for a, s in enumerate(st.shape) if a >= k.first_upcast and axis_stride(st, a) != 0) * itemsize for st, itemsize in a_views)
-  if rows * size <= k.opts.l1_size: return None
-  return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * rows <= k.opts.l1_size), None)
+  if rows * size <= k.opts.l1_size // 2: return None
+  return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * rows <= k.opts.l1_size // 2), None)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08a_cpu.ipynb #56fefd67
 from __future__ import annotations
-import ctypes, functools, os, platform, subprocess, tempfile, time
+import ctypes, functools, hashlib, os, platform, subprocess, tempfile, time
 import numpy as np
 from ..device import Compiled, Compiler, LRUAllocator
 from ..helpers import getenv
@@ -24,13 +24,13 @@ def _cpu_model() -> str:
 
 class ClangCompiler(Compiler):
   "cc -O2 -shared: C source in, shared-object bytes out. `CPU_SANITIZE=1` builds every kernel with ASan and UBSan."
-  base_args = ["-shared", "-O2", "-fPIC", "-march=native", "-ffp-contract=off", "-fno-math-errno"]
+  base_args = ["-shared", "-O2", "-fPIC", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fschedule-insns", "-fsched-pressure"]
   sanitize_args = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
   def __init__(self, sanitize: bool | None = None):
     sanitize = bool(getenv("CPU_SANITIZE")) if sanitize is None else sanitize
     self.args = self.base_args + (self.sanitize_args if sanitize else [])
     # the flags change the binary, so they are part of the disk cache's key
-    self.cachekey = f"cpu_cc_O2{'_sanitize' if sanitize else ''}_{_cpu_model()}"
+    self.cachekey = f"cpu_cc_{hashlib.sha256(' '.join(self.args).encode()).hexdigest()[:8]}_{_cpu_model()}"
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
