@@ -105,7 +105,7 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     if width is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
     # tiles along one output axis; 16 rows of one vector where the loop's other work is shared by the rows (with
-    # partial sums, 16 rows read at once would be 16 streams); 8 to 2 rows x 2 vectors. Only tiles that `_fits` (6bb)
+    # partial sums, 16 rows read at once would be 16 streams); 8 to 2 rows x 2 vectors; only tiles that `_fits` the registers (6bb)
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]

@@ -443,8 +443,9 @@ class ClangRenderer(CStyleLanguage):
     # a float sum rounds in the order its opts add (chapter 6's partial sums), not numpy's, so a product added into
     # it may be fused with the add: one instruction that rounds once (FMA). Only where every product meets an add on
     # a sum's chain: chapter 8a's `cc` fuses nothing elsewhere, and elementwise results keep numpy's bits
-    chain = [u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())]
-    for u in chain: chain += [s for s in u.src if s.op is Ops.ADD and s not in chain]
+    todo = [u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())]
+    chain: set[UOp] = set()   # the adds of the sums: an accumulate's ADD and the ADDs it adds up
+    while todo: chain.add(u := todo.pop()); todo += [s for s in u.src if s.op is Ops.ADD and s not in chain]
     if chain and all(u in chain for u in uops if u.op is Ops.ADD and dtypes.is_float(u.dtype.scalar()) and
                      any(s.op is Ops.MUL or s.op is Ops.NEG for s in u.src)):
       src = '__attribute__((optimize("fp-contract=fast")))\n' + src
