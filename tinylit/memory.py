@@ -17,14 +17,12 @@ __all__ = ['internal_memory_planner', 'memory_planner', 'planned_memory']
 
 # %% ../nbs/04a_memory.ipynb #7fcdbef5
 def internal_memory_planner(buffers: list[Sequence[Buffer]], noopt_buffers: set[Buffer] | None = None) -> dict[Buffer, Buffer]:
-  """Share memory among buffers whose lifetimes don't overlap. `buffers[i]` are the buffers step i uses (a schedule
-  item's or a TinyJit ExecItem's `bufs`, output first); a buffer's lifetime runs from the first step that uses it to
-  the last. A view counts as its base. Every buffer not in `noopt_buffers` (nor a view of one) is planned.
-  Returns {buffer: a view of the block it now lives in}."""
+  """Share memory among buffers whose lifetimes don't overlap. `buffers[i]` are the buffers step i uses (an item's
+  `bufs`); a buffer (a view counts as its base) lives from the first step that uses it to the last. Every buffer not in
+  `noopt_buffers` is planned. Returns {buffer: a view of the block it now lives in}."""
   if NO_MEMORY_PLANNER: return {}
   noopt = noopt_buffers or set()
-  first: dict[Buffer, int] = {}
-  last: dict[Buffer, int] = {}
+  first, last = {}, {}   # buffer -> the first and the last step that uses it
   for i, bufs in enumerate(buffers):
     for b in bufs:
       if b in noopt or b.base in noopt or b.base.nbytes == 0: continue

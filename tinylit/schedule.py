@@ -25,9 +25,8 @@ __all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends
 # %% ../nbs/04_schedule.ipynb #6be336be
 @dataclass(frozen=True, eq=False)
 class ScheduleItem:
-  """One step of work: a kernel AST (a SINK of STOREs, one per output), or a COPY / EMPTY, and the buffers it
-  touches -- outputs first, then inputs, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime that
-  runs it knows nothing of the lazy graph. (Compared by identity: two items with the same AST and buffers are two steps.)"""
+  """One step of work: a kernel AST (a SINK of one STORE per output), a COPY or an EMPTY, and the buffers it touches,
+  outputs first, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime knows nothing of the lazy graph."""
   ast: UOp
   bufs: tuple[Buffer, ...]
   @property
@@ -37,9 +36,8 @@ class ScheduleItem:
 
 # %% ../nbs/04_schedule.ipynb #7072ff8e
 def _pack_view(st: ShapeTracker, axes: tuple[int, ...], b: LazyBuffer) -> tuple[ShapeTracker, ShapeTracker] | None:
-  """Rule 8, packing (see its section). For an input `b` that a reduce kernel loads through `st` (over its loop shape;
-  `axes` are the reduce axes): if a CPU kernel would read it across its vectors, or down panels that chapter 6bb's
-  `panel_width` packs, the view of `b` to copy into a buffer of its own and the kernel's view of that copy; else None."""
+  """Rule 8 (chapter 4b): for an input `b` a reduce kernel (reduce axes `axes`) loads through `st`, read across the
+  vectors or in `panel_width`'s panels, the view of `b` to copy into a buffer of its own and the kernel's view of it."""
   if not PACK.value or (r := Device[b.device].renderer).has_local or len(st.views) != 1 or (v := st.views[0]).mask is not None: return None
   shape, strides = v.shape, v.strides
   if not all(isinstance(x, int) for x in shape + strides) or prod(shape) < 1 << 20: return None
@@ -63,14 +61,12 @@ def _pack_view(st: ShapeTracker, axes: tuple[int, ...], b: LazyBuffer) -> tuple[
   return copy, read.permute(argsort(order + rest)).expand(shape)
 
 def _expansion(st: ShapeTracker):
-  """How many times a kernel reading through `st` reads each element (its broadcast axes: stride 0, size > 1). A
-  symbolic size (a KV cache's `start_pos+1`) counts unless its bounds say it is 1: the product is then symbolic too."""
+  "How many times a kernel reading through `st` reads each element: its broadcast axes (a symbolic one counts unless it is 1)."
   return prod(s for s, stride in zip(st.views[-1].shape, st.views[-1].strides) if stride == 0 and resolve(s > 1))
 
 def _reads_in_place(st: ShapeTracker, out_st: ShapeTracker) -> bool:
-  """Does a kernel that writes through `out_st` and reads the same memory through `st` read each element only where it
-  writes it? The same view does; so does a padded one that is the same view wherever it is not padding (tinygrad's rule:
-  `a.assign(a + a.shrink(...).pad(...))` is one kernel)."""
+  """Does a kernel writing through `out_st` read each element only where it writes it? The same view does, and so does
+  one that is the same view wherever it is not padding (`a.assign(a + a.shrink(...).pad(...))`, as in tinygrad)."""
   if st == out_st: return True
   if len(st.views) != 1 or len(out_st.views) != 1 or (mask := st.views[0].mask) is None: return False
   return st.shrink(mask) == out_st.shrink(mask)
@@ -105,10 +101,8 @@ def depends_on(lb: LazyBuffer, other: LazyBuffer) -> bool:
   return other in _reach([lb.base], lambda b: [s.base for s in b.srcs] if b.realized is None else [])
 
 def costly(lb: LazyBuffer, reads: sint) -> bool:
-  """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a
-  transcendental or a division, or 16+ ops; 4+ where each element is read 64+ times (a matmul's input, read by
-  every column). A reduce below it counts too, fused or not: in a GPT's backward, the products that inlined the
-  padded gradients of q, k and v instead of loading them were the step's slowest kernels by far."""
+  """Is the work a kernel would inline for `lb`, read `reads` times per element, worth computing once: a transcendental,
+  a division or a reduce (fused or not), or 16+ ops; 4+ where each element is read 64+ times (a matmul's input)."""
   f = fused(lb)
   return any(b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.REDUCE_AXIS) for b in f) \
     or len(f) >= (4 if resolve(reads >= 64) else 16)
@@ -127,8 +121,7 @@ class Decisions:
 
 # %% ../nbs/04_schedule.ipynb #211c8910
 class Decider:
-  """Phase 1: which bases get a buffer of their own. Bases are visited readers first, so when a base is decided, every
-  kernel that reads it, and every view it reads it through, is known (`reads`)."""
+  "Phase 1: which bases get a buffer. Visited readers first, a base's readers and their views (`reads`) are all known."
   def __init__(self, outs: list[LazyBuffer]):
     self.asked = dict.fromkeys(outs)
     self.kernel: dict[LazyBuffer, LazyBuffer] = {}          # each kernel's output -> the kernel (its first output)
@@ -141,10 +134,9 @@ class Decider:
 
   # ---- the graph, with the reads a write makes wait (rule 6)
   def collect(self) -> list[LazyBuffer]:
-    """The bases to decide, readers before what they read, down to realized ones. A write's target may have readers
-    outside this graph, made before the write and still wanted: they are computed now, before it, unless they (with
-    the readers in it that something outside wants) are bigger than the target, as a matmul's broadcast product that
-    an autograd graph holds: then a copy of the target is, and they read that instead."""
+    """The bases to decide, readers before what they read, down to realized ones. The still wanted readers of a write's
+    target that were made before the write are computed before it, or, if they are bigger than the target (a matmul's
+    broadcast product that an autograd graph holds), a copy of the target is, and they read that instead."""
     roots = list(self.asked)
     while True:
       order, nodes = _readers_first(roots)
@@ -153,23 +145,22 @@ class Decider:
         if b.op is Ops.ASSIGN: self.writers.setdefault(b.srcs[1].base, []).append(b)
       self.after = {a: _readers_of(a, nodes) for ws in self.writers.values() for a in ws}
       extra: dict[LazyBuffer, None] = {}
+      self.forced.clear()
       for t, ws in self.writers.items():
         # the readers of its old contents that something may still ask for: those outside this graph, and those in it
-        # that something outside wants
+        # that something outside wants, which are stored before the write
         old = [r for r in t.readers if r not in ws and (not any(depends_on(r, a) for a in ws) if r not in nodes else
                not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes))]
         if resolve(sum(r.size for r in old) > t.size, False):
           copy = t.clone()
           for r in old: r.replace_source(t, copy)
           old = [copy]
+        self.forced.update(r for r in old if r in nodes)
         extra.update((r, None) for r in old if r not in nodes)
       if not extra: break
       roots += [r for r in extra if r not in roots]
     for t, ws in self.writers.items():
-      # an old value that something outside this graph still wants is stored before the write
-      for r in t.readers:
-        if r in nodes and r not in ws and not any(r in self.after[a] for a in ws) and r.wanted(besides=nodes): self.forced.add(r)
-      # and so is a part of a write's value that reads the old contents, if anything else can still ask for it: in
+      # so is a part of a write's value that reads the old contents, if anything else can still ask for it: in
       # `v = ~a; a.assign(v)`, computing `v` again later would read the new `a`
       for a in ws:
         value = fused(a.srcs[0])
@@ -179,8 +170,7 @@ class Decider:
     return order
 
   def cycles(self, roots: list[LazyBuffer]) -> set[LazyBuffer]:
-    """Two writes that each read the other's old contents can't both go first: the later one's reads of the earlier
-    one's target are stored before both."""
+    "Two writes that read each other's old contents: the later one's reads of the earlier one's target are stored first."
     writes = [a for a in roots if a.op is Ops.ASSIGN]
     reads = {a: read_by(a.srcs[0]) for a in writes}
     ret = set()
@@ -199,13 +189,11 @@ class Decider:
     kernels = {self.kernel[k] for k, _, _ in reads}
     if self.read_too_late(b, kernels): return True                                   # rule 6
     if b.op is Ops.REDUCE_AXIS: return not self.fuses(b, reads, kernels)             # rules 3 and 4
-    # rule 4: read through a broadcast, an inlined op runs once per read: a matmul would compute its input's exp for
-    # every column. Computed once into a buffer, it is only loaded that often.
+    # rule 4: inlined, an op read through a broadcast runs once per read (a matmul's input: once per column of B)
     return any(resolve(b.size >= 64) and resolve((n := _expansion(st)) >= 4) and costly(b, n) for _, st, _ in reads)
 
   def fuses(self, r: LazyBuffer, reads: dict[tuple, None], kernels: set[LazyBuffer]) -> bool:
-    """Rule 3: a reduce joins the kernels that read it if it is their first reduce and they read all of it, in order;
-    read by two kernels it is stored once, unless they are outputs asked for that can share a kernel (rule 7)."""
+    "Rule 3: a reduce joins its reader's kernel if it is its first reduce, read whole and in order (two readers: rule 7)."
     if any(not st.contiguous or st.size != r.size for _, st, _ in reads) or len({st.shape for _, st, _ in reads}) > 1: return False
     if any(k in self.reduce for k in kernels) or (len(kernels) > 1 and not self.share(kernels)): return False
     k = self.merge(kernels)
@@ -215,8 +203,7 @@ class Decider:
     return True
 
   def share(self, kernels: set[LazyBuffer]) -> bool:
-    """Rule 7: outputs asked for that inline the same reduce share its kernel, if they loop over the same shape, neither
-    depends on the other, and none reads memory another writes."""
+    "Rule 7: outputs asked for that inline one reduce share its kernel: one loop shape, none depends on or writes what another reads."
     outs = [o for k in kernels for o in self.members[k]]
     if any(o not in self.asked or o.forced_realize or o.op in (Ops.COPY, Ops.EMPTY, Ops.CONST, Ops.REDUCE_AXIS) or
            (o.op is Ops.ASSIGN and o.srcs[1].base.realized is None) for o in outs): return False
@@ -226,8 +213,7 @@ class Decider:
                    for o in outs for b in read_by(o.srcs[0] if o.op is Ops.ASSIGN else o))
 
   def read_too_late(self, b: LazyBuffer, kernels: set[LazyBuffer]) -> bool:
-    """Rule 6: `b` reads a target's old contents (it was made before the write), but a kernel that would compute it
-    inline reads the write's result, so it runs after the write: `b` is stored before the write instead."""
+    "Rule 6: `b` reads a write's target from before it, but the kernels inlining it run after the write: it is stored."
     return any(b is not a and b not in self.after[a] and any(o in self.after[a] for k in kernels for o in self.members[k])
                for s in b.srcs for a in self.writers.get(s.base, ()))
 
@@ -259,8 +245,7 @@ class Decider:
     "Hand the reads of `b` on to its sources: the kernels that compute `b` read them through the same views, composed."
     if b.op is Ops.COPY: self.forced.add(b.srcs[0].base)
     if b.op is Ops.ASSIGN: self.forced.add(b.srcs[1].base)   # an earlier write to the same memory runs first
-    if b.size == 0: return
-    if b.op in (Ops.COPY, Ops.EMPTY, Ops.CONST): return
+    if b.size == 0 or b.op in (Ops.COPY, Ops.EMPTY, Ops.CONST): return
     for k, st, axes in reads:
       for s in b.srcs[:1] if b.op is Ops.ASSIGN else b.srcs:   # an ASSIGN reads its value; it writes its target
         if b.op is Ops.REDUCE_AXIS: view, inside = ShapeTracker.from_shape(s.shape), b.arg[1]
@@ -292,8 +277,7 @@ class Decider:
     return outs[0]
 
 def _readers_first(roots: list[LazyBuffer]) -> tuple[list[LazyBuffer], set[LazyBuffer]]:
-  """The bases behind `roots`, down to realized ones, each after every base that reads it; among a base's sources,
-  the first one's graph comes first (the order a kernel's builder meets them)."""
+  "The bases behind `roots`, down to realized ones, each after its readers; a base's first source's graph comes first."
   post, state, stack = [], {}, [(r.base, False) for r in roots]
   while stack:
     b, done = stack.pop()
@@ -386,10 +370,8 @@ def order(kernels: list[list[LazyBuffer]], inputs: list[list[LazyBuffer]], d: De
   for i, ins in enumerate(inputs):
     for b in ins: readers.setdefault(b, []).append(i)
   # write after read: a kernel that reads a write's target, and not what the write computes, runs before it
-  for j, outs in enumerate(kernels):
-    for a in outs:
-      if a.op is Ops.ASSIGN:
-        deps[j] += [i for i in readers.get(a.srcs[1].base, ()) if i != j and not any(o in d.after[a] for o in kernels[i])]
+  for j, a in [(j, a) for j, outs in enumerate(kernels) for a in outs if a.op is Ops.ASSIGN]:
+    deps[j] += [i for i in readers.get(a.srcs[1].base, ()) if i != j and not any(o in d.after[a] for o in kernels[i])]
   ret, state = [], [0] * len(kernels)   # 0 new, 1 on the path, 2 placed
   for root in [producer[b] for b in d.asked if b in producer] + list(range(len(kernels))):
     stack = [(root, 0)]
@@ -414,10 +396,9 @@ def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[La
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 def items_ran(items: Sequence[ScheduleItem], computes: Sequence[tuple[LazyBuffer, ...]], complete: bool) -> None:
-  """`items` ran (in order), and with `complete` the rest of their schedule too; `computes[i]` are the bases item i
-  computes (`create_schedule_with_bases`). Each becomes its buffer, except one whose memory the planner shared (its
-  item wrote a view): that block is only final once the whole schedule ran, before that a later kernel may still
-  overwrite it, so such a base stays unrealized (and is computed again if asked for) unless `complete`."""
+  """`items` ran (with `complete`, their whole schedule did); each base item i computes (`computes[i]`) becomes its
+  buffer, except, unless `complete`, one whose memory the planner shared: a later kernel may still overwrite that
+  block, so the base stays unrealized (and is computed again if asked for)."""
   for si, bases in zip(items, computes):
     for buf, base in zip(si.bufs, bases):
       if base.realized is None and (complete or buf is base.buffer): base.become_buffer()
@@ -428,16 +409,12 @@ def _human(nbytes: int) -> str:
   return f"{nbytes} B"
 
 def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
-  """The kernels (and copies) that realize `outs`, in an order where every input is ready before it is read, with
-  intermediate buffers sharing memory where their lifetimes allow (the memory planner, chapter 4a); and, for each
-  item, the bases it computes, in the order of its outputs. No value in the graph changes: once the items have run,
-  `Tensor.realize` tells `items_ran`, so you can look at a schedule for free. A graph whose structure was scheduled
-  before gets those kernels again (`_graph_key`, below)."""
+  """The items that realize `outs`, in order, their intermediates sharing memory (chapter 4a), and the bases each item
+  computes. Nothing in the graph changes (`Tensor.realize` tells `items_ran` once the items ran): looking is free."""
   # a constant needs no kernel: it stays one number until realized (chapter 1)
   outs = [lb for lb in outs if not lb.is_unrealized_const()]
-  # one output whose graph's structure was seen before: the same kernels on this graph's buffers
-  one = len(outs) == 1 and outs[0].base.realized is None
-  schedule, computes = _cached_schedule(outs[0].base) if one else _schedule(outs)
+  # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
+  schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
   if len(schedule) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
@@ -455,11 +432,9 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 # %% ../nbs/04_schedule.ipynb #4c000002
 def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   """The structure of the graph behind the base `out`, down to realized bases, as a hashable key, and its nodes in the
-  order the key meets them. None for a graph a cached schedule can't stand for: one with an ASSIGN, COPY or EMPTY, or
-  more than 1024 nodes (a walk that long would cost much of what it saves)."""
+  order the key meets them; None for one with an ASSIGN, COPY or EMPTY, or over 1024 nodes (the walk costs too)."""
   parts: list = [out.device, PACK.value]   # rule 8 follows PACK, which the structure doesn't show
   nodes: list[LazyBuffer] = []
-  BUFFER = Ops.BUFFER   # named once: an Ops member costs ~50 ns a lookup on Python 3.11 (chapter 2's create_lazybuffer)
   seen: dict[int, int] = {}   # by id: the same node read twice is a different graph from two equal nodes
   stack = [out]
   while stack:
@@ -473,7 +448,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
     if lb._base is not None:
       parts.append(lb.st)
       stack.append(lb._base)
-    elif (op := lb.op) is BUFFER: parts.append((lb.dtype, lb.shape))   # a realized base: an input
+    elif (op := lb.op) is Ops.BUFFER: parts.append((lb.dtype, lb.shape))   # a realized base: an input
     elif op in _NO_CACHED_SCHEDULE or len(nodes) > 1024: return None
     else:
       # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as create_lazybuffer's)
@@ -484,14 +459,12 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
 
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
-# graph structure -> one entry per kernel of its schedule: the AST, the positions among _graph_key's nodes of the bases
-# whose buffers it takes (in the order of its arguments), and of the bases it computes
+# structure -> per kernel: its AST, and the positions among _graph_key's nodes of its buffers' bases and of what it computes
 _schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
 
 def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
-  """`_schedule([out])` for the unrealized base `out`, from the cache if a graph of its structure was scheduled before:
-  those kernels on this graph's buffers, and the bases each computes. A new structure's schedule is remembered (a few
-  thousand at most: a bound variable's value is in the key)."""
+  """`_schedule([out])` for the unrealized base `out`: a cached structure's kernels on this graph's buffers, or a new
+  schedule, remembered (a few thousand at most: a bound variable's value is in the key)."""
   if (key := _graph_key(out)) is None: return _schedule([out])
   parts, nodes = key
   if (kernels := _schedule_cache.get(parts)) is not None:
@@ -499,8 +472,7 @@ def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[La
             [tuple([nodes[k] for k in computes]) for _, _, computes in kernels])
   schedule, computes = _schedule([out])
   at, node_at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}, {id(lb): k for k, lb in enumerate(nodes)}
-  # two bases on one Buffer (an assign's result and its target) would leave it unclear which one a kernel argument
-  # came from: such a graph is not remembered, nor one whose kernels touch a base outside it (rule 8's packed copies)
+  # not remembered: two bases on one Buffer (an assign and its target), or kernels touching a base outside (rule 8's copies)
   if len(at) == sum(lb._base is None for lb in nodes) and all(id(b) in at for si in schedule for b in si.bufs) and \
      all(id(b) in node_at for bases in computes for b in bases):
     if len(_schedule_cache) >= 4096: _schedule_cache.clear()
@@ -510,9 +482,8 @@ def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[La
 
 # %% ../nbs/04_schedule.ipynb #c360c198
 def held_bases(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[LazyBuffer]:
-  """The LazyBuffers of the schedule's graph (whose items compute the bases `computes`) that are still alive after it
-  ran: the outputs, the bases a Tensor holds (`LazyBuffer.holders`) or a base outside the schedule reads
-  (`LazyBuffer.readers`), and, from those, what they read."""
+  """The LazyBuffers of the schedule's graph (its items compute `computes`) alive after it ran: the outputs, bases a
+  Tensor holds (`holders`) or a base outside the schedule reads (`readers`), and what those read."""
   scheduled = {base for bases in computes for base in bases}
   # every LazyBuffer the schedule computes, inlines or views, down to the realized bases it loads (not included)
   nodes = {lb for lb in _reach([*outs, *scheduled], lambda lb: [] if lb.realized is not None else [lb.base] if lb.base is not lb
@@ -524,8 +495,7 @@ def held_bases(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBu
   return set(_reach(live, lambda lb: [lb.base] if lb.base is not lb else [] if lb in scheduled else lb.srcs))
 
 def intermediates(computes: Sequence[tuple[LazyBuffer, ...]], outs: Sequence[LazyBuffer] = ()) -> set[Buffer]:
-  """The buffers a schedule (whose items compute the bases `computes`) allocates that nothing holds once it has run:
-  the ones the memory planner may share."""
+  "The buffers a schedule (its items compute `computes`) allocates that nothing holds once it ran: the planner's to share."
   held = held_bases(computes, outs)
   return {base.buffer for bases in computes for base in bases if base not in held
           and base.op is not Ops.ASSIGN and not base.buffer.is_allocated and base.buffer.nbytes > 0}
