@@ -5,9 +5,8 @@
 # %% ../../nbs/10a_optim.ipynb #26659576
 from __future__ import annotations
 from ..dtype import dtypes, least_upper_dtype
-from ..jit import JitError
+from ..jit import JitError, is_capturing
 from ..mixin import ArgumentError
-from ..realize import capturing
 from ..tensor import Tensor
 
 # %% auto #0
@@ -62,7 +61,7 @@ class Optimizer:
       if id(p.grad.lazydata.base.buffer) in owned: p.grad = p.grad.clone()
     grads = [p.grad for p in self.params]
     grads[0].realize(*grads[1:])
-    if capturing: self._capture()
+    if is_capturing(): self._capture()
     return self._step()
   def _step(self) -> list[Tensor]: raise NotImplementedError
   def _capture(self) -> None:
