@@ -80,11 +80,15 @@ class Invalid(Exception):
 
 
 class RefVal:
-  __slots__ = ("v", "e")
+  """`huge`, where set: the elements that are products of finite factors that rounded to infinity. A sum may fuse such
+  a product into its add (one FMA, chapter 7's ClangRenderer), which does not round it: -inf + 3e38 * 3 is then -inf,
+  not nan. Kept through movement and negation, the ops tinylit fuses between a product and its sum."""
+  __slots__ = ("v", "e", "huge")
 
-  def __init__(self, v, e=None):
+  def __init__(self, v, e=None, huge=None):
     self.v = np.asarray(v)
     self.e = np.zeros(self.v.shape) if e is None else np.array(np.broadcast_to(e, self.v.shape), dtype=np.float64)
+    self.huge = huge
 
   @property
   def dtype(self) -> str: return self.v.dtype.name
@@ -136,6 +140,7 @@ def bounded(out: np.ndarray, f: Callable, xs: list[np.ndarray], es: list[np.ndar
     dt = out.dtype.name
     certain = (alln & np.isnan(o)) | ((lo == hi) & ~np.isfinite(lo) & (o == lo))
     certain |= ((o == np.inf) & (lo > FMAX[dt] * (1 + 2 * U[dt]))) | ((o == -np.inf) & (hi < -FMAX[dt] * (1 + 2 * U[dt])))
+    certain &= ~np.any(np.stack(np.broadcast_arrays(*[np.isinf(e) for e in es])), 0)   # a don't care input stays so
     err = np.where(anyn | np.isnan(spread), np.inf, spread + ulp(out)) + slack
     if exact_op:
       inexact_in = np.broadcast_to(np.any(np.stack(np.broadcast_arrays(*[e > 0 for e in es])), 0), o.shape)
@@ -212,7 +217,9 @@ def r_arith(op: str, a, b) -> RefVal:
       # one-element sum may keep -0.0): either infinity is accepted
       signed_zero = (fb == 0) & (fa != 0) & ~np.isnan(fa)
       return RefVal(r.v, np.where(crosses | signed_zero, np.inf, r.e))
-    return bounded(out, fn, [fa, fb], [ea, eb], exact_op=True)
+    r = bounded(out, fn, [fa, fb], [ea, eb], exact_op=True)
+    if op == "mul" and (huge := np.isfinite(fa) & np.isfinite(fb) & np.isinf(r.v)).any(): r.huge = huge
+    return r
 
 
 def r_minmax(op: str, a, b) -> RefVal:
@@ -294,7 +301,7 @@ def r_unary(op: str, x: RefVal) -> RefVal:
   with np.errstate(all="ignore"):
     if op == "neg":
       if d == "bool": return RefVal(np.logical_not(x.v), x.e)
-      return RefVal(np.negative(x.v), x.e)
+      return RefVal(np.negative(x.v), x.e, x.huge)
     if op == "bitwise_not":
       if d == "bool": return RefVal(np.logical_not(x.v), x.e)
       if not is_int(d): raise Invalid("~ of a float")
@@ -392,6 +399,7 @@ def _reduce_sum(x: RefVal, axes: tuple[int, ...], keepdim: bool) -> RefVal:
     e = e_fin + rnd + fused
     e = np.where(e > 0, e + ulp(out), 0.0)
     e = np.where(nonfin, np.where((e_nonfin == 0) & (absum < FMAX[x.dtype] / 4), 0.0, np.inf), e)
+    if x.huge is not None: e = np.where(np.any(x.huge, axis=axes, keepdims=keepdim), np.inf, e)
   return settle(out, e)
 
 
@@ -492,7 +500,8 @@ def r_matmul(a: RefVal, b: RefVal) -> RefVal:
 def _copy(a) -> np.ndarray: return np.array(a, copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
-def _move(x: RefVal, fn) -> RefVal: return RefVal(_copy(fn(x.v)), _copy(fn(x.e)))
+def _move(x: RefVal, fn) -> RefVal:
+  return RefVal(_copy(fn(x.v)), _copy(fn(x.e)), None if x.huge is None else _copy(fn(x.huge)))
 
 
 def r_pad(x: RefVal, pads, value=0.0) -> RefVal:
