@@ -59,7 +59,7 @@ def softmax_and_sums(dev):
 def output_is_intermediate(dev):   # `a` is asked for *and* read by the other output: it must keep its own memory
   x = fresh(dev, 128)
   a = (x * 3).contiguous()
-  b = ((a + 1).contiguous() * a).contiguous()
+  b = (((a + 1).contiguous() + 2).contiguous() * a).contiguous()   # two intermediates: one alone has none to share with
   return [a, b, (b - a).sum()]
 
 def assign_with_pending_reader(dev):   # the reader of w's old value must still run before w is overwritten

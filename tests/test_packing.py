@@ -246,3 +246,21 @@ def test_packed_product_takes_blocks_that_keep_a_in_the_l1():
   assert len(blocks) == 1 and blocks[0] * rows * 4 <= renderer.l1_size // 2
   unknown = ClangRenderer(max(renderer.vector_widths), renderer.l2_size, renderer.vector_registers)   # l1_size 0
   assert not any(o.op is OptOps.BLOCK for o in hand_coded_optimizations(Kernel(schedule[1].ast, unknown)).applied_opts)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_packed_schedule_is_cached(device):
+  """A product whose `B` is packed is scheduled once: a second graph of its structure gets the same kernels from the
+  schedule cache, with a new copy of its own `B` (not the first graph's), and the right values."""
+  from tinylit.schedule import _schedule_cache
+  x_np, w_np, v_np = rand(2048, 128), rand(384, 128, seed=1), rand(384, 128, seed=2)
+  x, w, v = (Tensor(a, device=device).realize() for a in (x_np, w_np, v_np))
+  _schedule_cache.clear()
+  first = (x @ w.T).schedule()
+  assert len(_schedule_cache) == 1
+  out = x @ v.T
+  again = out.schedule()
+  assert [si.ast for si in again] == [si.ast for si in first] and len(_schedule_cache) == 1
+  assert len(again) == (2 if packs(device) else 1)
+  assert not {b for si in again for b in si.bufs} & {b for si in first for b in si.bufs} - {x.lazydata.base.buffer}
+  np.testing.assert_allclose(out.numpy(), x_np @ v_np.T, rtol=1e-4, atol=1e-3)

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 # %% auto #0
 __all__ = ['T', 'DEBUG', 'NOOPT', 'JIT', 'BEAM', 'NO_MEMORY_PLANNER', 'CAPTURING', 'WINO', 'FUSE_ARANGE', 'TRANSCENDENTAL',
            'PACK', 'CI', 'prod', 'argfix', 'all_int', 'flatten', 'make_tuple', 'argsort', 'getenv', 'ContextVar',
-           'Context', 'colored', 'ansilen', 'to_function_name', 'mv_address', 'cache_dir', 'temp']
+           'Context', 'colored', 'ansilen', 'to_function_name', 'mv_address', 'cache_dir', 'temp', 'human_bytes']
 
 # %% ../nbs/08c_helpers.ipynb #b868a8a2
 T = TypeVar("T")
@@ -122,6 +122,12 @@ def cache_dir() -> str:
 def temp(name: str) -> str:
   "A path called `name` in the system's temporary folder (tinygrad's `helpers.temp`)."
   return os.path.join(tempfile.gettempdir(), name)
+
+def human_bytes(nbytes: int) -> str:
+  "A byte count as `DEBUG=1`'s schedule line prints it: `192 B`, `32.8 KB`, `1.0 MB`, `2.3 GB`."
+  for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+    if nbytes >= scale: return f"{nbytes / scale:.1f} {unit}"
+  return f"{nbytes} B"
 
 # %% ../nbs/08c_helpers.ipynb #4d0be211
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from .dtype import dtypes
-from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, prod
+from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, human_bytes, prod
 from .ops import Ops, GroupOp
 from .ops import UOp, resolve, sint
 from .shapetracker import ShapeTracker
@@ -115,7 +115,7 @@ class Decisions:
   shapes: dict[LazyBuffer, tuple] = field(default_factory=dict)           # a loop shape that is a fused reduce's (rule 3)
   values: dict[LazyBuffer, LazyBuffer] = field(default_factory=dict)      # a write's value, into fresh memory first (rule 6)
   packs: dict[tuple, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # rule 8: (base, view) -> copy, view
-  packed_from: dict[LazyBuffer, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # copy -> (base, view)
+  copies: dict[tuple[LazyBuffer, ShapeTracker], LazyBuffer] = field(default_factory=dict)   # rule 8: (base, view) -> copy
   asked: dict[LazyBuffer, None] = field(default_factory=dict)             # the outputs, and old values a write waits for
   after: dict[LazyBuffer, set[LazyBuffer]] = field(default_factory=dict)  # each write -> the bases that read its result
 
@@ -236,7 +236,7 @@ class Decider:
     for a, c in self.d.values.items():
       if a in self.d.shapes: self.d.shapes[c] = self.d.shapes.pop(a)
     kernels = [[self.d.values.get(o, o) for o in ms] for ms in self.members.values()]
-    self.d.kernels = kernels + [[a] for a in self.d.values] + [[p] for p in self.d.packed_from]
+    self.d.kernels = kernels + [[a] for a in self.d.values] + [[p] for p in self.d.copies.values()]
     self.d.realizes.update((b, None) for ks in self.d.kernels for b in ks)
     self.d.asked, self.d.after = self.asked, self.after
     return self.d
@@ -263,9 +263,8 @@ class Decider:
           self.d.values[o] = o.srcs[0].clone()
       if axes is not None and all(o.buffer is not b.buffer for o in outs) and (b, st) not in self.d.packs and \
          (views := _pack_view(st, axes, b)) is not None:
-        packed = next((p for p, src in self.d.packed_from.items() if src == (b, views[0])), None) or b._view(views[0]).clone()
-        self.d.packed_from[packed] = (b, views[0])
-        self.d.packs[(b, st)] = (packed, views[1])
+        if (b, views[0]) not in self.d.copies: self.d.copies[(b, views[0])] = b._view(views[0]).clone()
+        self.d.packs[(b, st)] = (self.d.copies[(b, views[0])], views[1])
 
   def merge(self, kernels: set[LazyBuffer]) -> LazyBuffer:
     "One kernel for the outputs of `kernels` (in the order they were asked for, where they were)."
@@ -396,17 +395,11 @@ def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[La
 
 # %% ../nbs/04_schedule.ipynb #a540a5eb
 def items_ran(items: Sequence[ScheduleItem], computes: Sequence[tuple[LazyBuffer, ...]], complete: bool) -> None:
-  """`items` ran (with `complete`, their whole schedule did); each base item i computes (`computes[i]`) becomes its
-  buffer, except, unless `complete`, one whose memory the planner shared: a later kernel may still overwrite that
-  block, so the base stays unrealized (and is computed again if asked for)."""
+  """`items` ran (with `complete`, their whole schedule did): each base item i computes (`computes[i]`) becomes its buffer,
+  but, unless `complete`, not one the planner shared memory with (a later kernel may overwrite it; it is computed again)."""
   for si, bases in zip(items, computes):
     for buf, base in zip(si.bufs, bases):
       if base.realized is None and (complete or buf is base.buffer): base.become_buffer()
-
-def _human(nbytes: int) -> str:
-  for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-    if nbytes >= scale: return f"{nbytes / scale:.1f} {unit}"
-  return f"{nbytes} B"
 
 def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
   """The items that realize `outs`, in order, their intermediates sharing memory (chapter 4a), and the bases each item
@@ -415,13 +408,14 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   outs = [lb for lb in outs if not lb.is_unrealized_const()]
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
   schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
-  if len(schedule) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
+  # two intermediates at least, or there is nothing to share (a matmul and its packed copy of B)
+  if sum(map(len, computes)) - len({lb.base for lb in outs}) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
-      if nbytes := sum(b.nbytes for b in intermediates(computes, outs)): line += f", intermediates {_human(nbytes)} (memory planner off)"
+      if nbytes := sum(b.nbytes for b in intermediates(computes, outs)): line += f", intermediates {human_bytes(nbytes)} (memory planner off)"
     elif (sizes := planned_memory([si.bufs for si in schedule]))[0]:
-      line += f", intermediates {_human(sizes[0])} -> {_human(sizes[1])} with the memory planner ({1 - sizes[1] / sizes[0]:.0%} saved)"
+      line += f", intermediates {human_bytes(sizes[0])} -> {human_bytes(sizes[1])} with the memory planner ({1 - sizes[1] / sizes[0]:.0%} saved)"
     print(line)
   return schedule, computes
 
@@ -459,25 +453,31 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
 
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
 
-# structure -> per kernel: its AST, and the positions among _graph_key's nodes of its buffers' bases and of what it computes
-_schedule_cache: dict[tuple, tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]] = {}
+# structure -> rule 8's copies (the node and view each copies), and per kernel its AST and the positions among
+# _graph_key's nodes, then the copies, of its buffers' bases and of what it computes
+_schedule_cache: dict[tuple, tuple[list[tuple[int, ShapeTracker]], tuple[tuple[UOp, tuple[int, ...], tuple[int, ...]], ...]]] = {}
 
 def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[LazyBuffer, ...]]]:
-  """`_schedule([out])` for the unrealized base `out`: a cached structure's kernels on this graph's buffers, or a new
-  schedule, remembered (a few thousand at most: a bound variable's value is in the key)."""
+  "`_schedule([out])` from the cache if its structure was seen (a few thousand at most: a bound variable is in the key)."
   if (key := _graph_key(out)) is None: return _schedule([out])
   parts, nodes = key
-  if (kernels := _schedule_cache.get(parts)) is not None:
+  if (cached := _schedule_cache.get(parts)) is not None:
+    copies, kernels = cached
+    nodes += [nodes[k]._view(st).clone() for k, st in copies]   # rule 8's packed copies, made again
     return ([ScheduleItem(ast, tuple([nodes[k].buffer for k in bufs])) for ast, bufs, _ in kernels],
             [tuple([nodes[k] for k in computes]) for _, _, computes in kernels])
   schedule, computes = _schedule([out])
-  at, node_at = {id(lb.buffer): k for k, lb in enumerate(nodes) if lb._base is None}, {id(lb): k for k, lb in enumerate(nodes)}
-  # not remembered: two bases on one Buffer (an assign and its target), or kernels touching a base outside (rule 8's copies)
-  if len(at) == sum(lb._base is None for lb in nodes) and all(id(b) in at for si in schedule for b in si.bufs) and \
-     all(id(b) in node_at for bases in computes for b in bases):
+  node_at = {id(lb): k for k, lb in enumerate(nodes)}
+  copies = [b for b in dict.fromkeys(b for bases in computes for b in bases) if id(b) not in node_at]   # rule 8's
+  made = [(node_at.get(id(c.srcs[0].base)), c.srcs[0].st) for c in copies]
+  node_at.update((id(c), k) for k, c in enumerate(copies, len(nodes)))
+  at = {id(lb.buffer): k for k, lb in enumerate(nodes + copies) if lb._base is None}
+  # not remembered: two bases on one Buffer (an assign and its target), or kernels on bases that aren't nodes or their copies
+  if len(at) == len(node_at) - sum(lb._base is not None for lb in nodes) and all(id(b) in at for si in schedule for b in si.bufs) \
+     and all(c.op is Ops.CONTIGUOUS and k is not None for c, (k, _) in zip(copies, made)):
     if len(_schedule_cache) >= 4096: _schedule_cache.clear()
-    _schedule_cache[parts] = tuple((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases))
-                                   for si, bases in zip(schedule, computes))
+    _schedule_cache[parts] = made, tuple((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases))
+                                         for si, bases in zip(schedule, computes))
   return schedule, computes
 
 # %% ../nbs/04_schedule.ipynb #c360c198
