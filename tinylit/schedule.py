@@ -409,7 +409,7 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
   schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
   # two intermediates at least, or there is nothing to share (a matmul and its packed copy of B)
-  if sum(map(len, computes)) - len({lb.base for lb in outs}) >= 2 and not NO_MEMORY_PLANNER: schedule = memory_planner(schedule, intermediates(computes, outs))
+  if sum(map(len, computes)) - len({lb.base for lb in outs}) >= 2: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
@@ -469,12 +469,12 @@ def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[La
   schedule, computes = _schedule([out])
   node_at = {id(lb): k for k, lb in enumerate(nodes)}
   copies = [b for b in dict.fromkeys(b for bases in computes for b in bases) if id(b) not in node_at]   # rule 8's
-  made = [(node_at.get(id(c.srcs[0].base)), c.srcs[0].st) for c in copies]
+  made = [(node_at.get(id(c.srcs[0].base)), c.srcs[0].st) for c in copies if c.op is Ops.CONTIGUOUS]
   node_at.update((id(c), k) for k, c in enumerate(copies, len(nodes)))
   at = {id(lb.buffer): k for k, lb in enumerate(nodes + copies) if lb._base is None}
   # not remembered: two bases on one Buffer (an assign and its target), or kernels on bases that aren't nodes or their copies
   if len(at) == len(node_at) - sum(lb._base is not None for lb in nodes) and all(id(b) in at for si in schedule for b in si.bufs) \
-     and all(c.op is Ops.CONTIGUOUS and k is not None for c, (k, _) in zip(copies, made)):
+     and len(made) == len(copies) and all(k is not None for k, _ in made):
     if len(_schedule_cache) >= 4096: _schedule_cache.clear()
     _schedule_cache[parts] = made, tuple((si.ast, tuple(at[id(b)] for b in si.bufs), tuple(node_at[id(b)] for b in bases))
                                          for si, bases in zip(schedule, computes))
