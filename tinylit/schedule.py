@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, human_bytes, prod
-from .ops import Ops, GroupOp
-from .ops import UOp, resolve, sint
+from .ops import Ops, GroupOp, UOp, resolve, sint
 from .shapetracker import ShapeTracker
 from .lazy import LazyBuffer
 from .device import Buffer, Device
@@ -189,8 +188,9 @@ class Decider:
     kernels = {self.kernel[k] for k, _, _ in reads}
     if self.read_too_late(b, kernels): return True                                   # rule 6
     if b.op is Ops.REDUCE_AXIS: return not self.fuses(b, reads, kernels)             # rules 3 and 4
-    # rule 4: inlined, an op read through a broadcast runs once per read (a matmul's input: once per column of B)
-    return any(resolve(b.size >= 64) and resolve((n := _expansion(st)) >= 4) and costly(b, n) for _, st, _ in reads)
+    # rule 4: inlined, an op runs in each of its k kernels (its r buffers loaded k*r times, not r + 1 + k) and per broadcast read
+    return resolve(b.size >= 64) and ((len(kernels) > 1 and (len(kernels) - 1) * (len(read_by(b)) - 1) > 2) or
+                                      any(resolve((n := _expansion(st)) >= 4) and costly(b, n) for _, st, _ in reads))
 
   def fuses(self, r: LazyBuffer, reads: dict[tuple, None], kernels: set[LazyBuffer]) -> bool:
     "Rule 3: a reduce joins its reader's kernel if it is its first reduce, read whole and in order (two readers: rule 7)."

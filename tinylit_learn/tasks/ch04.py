@@ -128,6 +128,12 @@ def np_softmax(a):
   return e / e.sum(1, keepdims=True)
 
 
+def sum_of(t, n: int):
+  "t plus n - 1 buffers of their own holding t + 1, t + 2, ...: a sum whose kernel loads n buffers."
+  from tinylit import Tensor
+  return sum((Tensor(t.numpy() + i) for i in range(1, n)), t)
+
+
 def check_realizes():
   from tinylit import Tensor
   inputs = (np.arange(12, dtype=np.float32).reshape(3, 4), np.arange(24, dtype=np.float32).reshape(2, 3, 4),
@@ -168,6 +174,12 @@ def check_realizes():
      lambda a, c, m, x: np.broadcast_to(np.exp(m)[:, None], (8, 4, 8)) + 1),
     ("e.exp() @ e with e = m[:4, :4] (fewer than 64 elements: recomputed)", 1, lambda a, c, m, x: (e := m[:4, :4]).exp() @ e,
      lambda a, c, m, x: np.exp(m[:4, :4]) @ m[:4, :4]),
+    ("h * h.sum() with h = m + m2 + m3 + m4 (two kernels read 4 buffers through h: stored)", 3,
+     lambda a, c, m, x: (h := sum_of(m, 4)) * h.sum(), lambda a, c, m, x: (h := m * 4 + 6) * h.sum()),
+    ("h * h.sum() with h = m + m2 (two kernels read 2 buffers through h: recomputed)", 2,
+     lambda a, c, m, x: (h := sum_of(m, 2)) * h.sum(), lambda a, c, m, x: (h := m * 2 + 1) * h.sum()),
+    ("h * h.sum() with h = e + e2 + e3 + e4, e of 4x4 (fewer than 64 elements: recomputed)", 2,
+     lambda a, c, m, x: (h := sum_of(m[:4, :4], 4)) * h.sum(), lambda a, c, m, x: (h := m[:4, :4] * 4 + 6) * h.sum()),
   ]
   # first a graph of constants: an input Tensor from numpy allocates memory (chapter 8's allocator, a task of its own)
   with case("Tensor.full((3, 4), 2.0).contiguous() (rule 4: alone; its constant is computed inline)"):
@@ -244,9 +256,10 @@ TASKS = [
        "is asked for (self.asked), forced (self.forced) or `alone`; False for a constant (CONST); then, with the kernels that read "
        "it (self.kernel[k] for each read), True if rule 6's self.read_too_late(b, kernels); a REDUCE_AXIS is stored "
        "unless self.fuses(b, reads, kernels) (rule 3, which also joins the reduce to its reader's kernel: ask it last); "
-       "any other base is stored if some read goes through a broadcast that makes it costly to recompute: b has 64+ "
-       "elements, the view's _expansion(st) is 4 or more, and costly(b, that expansion) (rule 4). Chapter 4's 'Where "
-       "kernels split, and why' and the cell before Decider.",
+       "any other base with 64+ elements is stored (rule 4) if several kernels read it and inlining it in each loads "
+       "more than storing it once: with k kernels and r = len(read_by(b)) buffers, (k - 1) * (r - 1) > 2; or if some "
+       "read goes through a broadcast that makes it costly to recompute: the view's _expansion(st) is 4 or more, and "
+       "costly(b, that expansion). Chapter 4's 'Where kernels split, and why', 'Rule 4 again' and the cell before Decider.",
        "an if per rule, the broadcast rule last as any(...) over the reads; sizes may be symbolic (a KV cache's "
        "start_pos): compare them with resolve(...).", check_realizes),
 ]
