@@ -85,14 +85,14 @@ def _reach(starts, nexts) -> dict:
     if (x := stack.pop()) not in seen: seen[x] = None; stack.extend(nexts(x))
   return seen
 
-def fused(lb: LazyBuffer) -> set[LazyBuffer]:
-  "The bases a kernel computing `lb` would compute inline if no reduce or broadcast rule stored any of them."
-  return set(_reach([lb.base], lambda b: [s.base for s in b.srcs if s.base.realized is None and not alone(s.base)]))
+def fused(lb: LazyBuffer, stop: tuple[Ops, ...] = ()) -> set[LazyBuffer]:
+  "The bases a kernel computing `lb` would compute inline if no rule stored any of them (nor one of op `stop`)."
+  return set(_reach([lb.base], lambda b: [s.base for s in b.srcs if s.base.realized is None and not alone(s.base) and s.base.op not in stop]))
 
-def read_by(lb: LazyBuffer) -> set[LazyBuffer]:
-  "The bases a kernel computing `lb` would load (what its fused graph reads)."
+def read_by(lb: LazyBuffer, stop: tuple[Ops, ...] = ()) -> set[LazyBuffer]:
+  "The bases a kernel computing `lb` would load (what its fused graph reads; a base of op `stop` is loaded)."
   if lb.base.realized is not None or alone(lb.base): return {lb.base}
-  f = fused(lb)
+  f = fused(lb, stop)
   return {s.base for b in f for s in b.srcs if s.base not in f}
 
 def depends_on(lb: LazyBuffer, other: LazyBuffer) -> bool:
@@ -189,7 +189,7 @@ class Decider:
     if self.read_too_late(b, kernels): return True                                   # rule 6
     if b.op is Ops.REDUCE_AXIS: return not self.fuses(b, reads, kernels)             # rules 3 and 4
     # rule 4: inlined, an op runs in each of its k kernels (its r buffers loaded k*r times, not r + 1 + k) and per broadcast read
-    return resolve(b.size >= 64) and ((len(kernels) > 1 and (len(kernels) - 1) * (len(read_by(b)) - 1) > 2) or
+    return resolve(b.size >= 64) and ((len(kernels) > 1 and (len(kernels) - 1) * (len(read_by(b, (Ops.REDUCE_AXIS,))) - 1) > 2) or
                                       any(resolve((n := _expansion(st)) >= 4) and costly(b, n) for _, st, _ in reads))
 
   def fuses(self, r: LazyBuffer, reads: dict[tuple, None], kernels: set[LazyBuffer]) -> bool:
