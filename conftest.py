@@ -96,8 +96,17 @@ def _device_missing(name: str) -> str | None:
     return None
 
 
+# Files that take minutes, started first: under `make test` (`-n 2 --dist loadfile`) a worker takes whole files in
+# collection order, so a long file collected late finishes alone while the other worker idles. The slowest items of
+# a CI run on 2 cores (2026-11-28, `--durations`): test_learn_downstream 209 s, the docs site's Chromium 96 s, chapter
+# 6bb's timing cells 64 + 52 + 35 s; chapter 12 takes a minute or more.
+LONG_FIRST = ("test_learn_downstream.py", "test_docs_site.py", "06bb_machine.ipynb", "12_capstone_gpt.ipynb")
+
+
 def pytest_collection_modifyitems(items):
-    "Report why a notebook cell is skipped (nbval itself says only 'Skipped'); skip a missing device's chapter."
+    """Report why a notebook cell is skipped (nbval itself says only 'Skipped'); skip a missing device's chapter; put
+    the long files first (`LONG_FIRST`), each file's items still together and in order."""
+    items.sort(key=lambda item: Path(str(item.fspath)).name not in LONG_FIRST)
     for item in items:
         reason = getattr(getattr(item, "cell", None), "metadata", {}).get("nbval_skip_reason")
         if reason:
