@@ -257,9 +257,10 @@ TASKS = [
        "it (self.kernel[k] for each read), True if rule 6's self.read_too_late(b, kernels); a REDUCE_AXIS is stored "
        "unless self.fuses(b, reads, kernels) (rule 3, which also joins the reduce to its reader's kernel: ask it last); "
        "any other base with 64+ elements is stored (rule 4) if several kernels read it and inlining it in each loads "
-       "more than storing it once: with k kernels and r = len(read_by(b, (Ops.REDUCE_AXIS,))) buffers (a reduce counts as one), (k - 1) * (r - 1) > 2; or if some "
-       "read goes through a broadcast that makes it costly to recompute: the view's _expansion(st) is 4 or more, and "
-       "costly(b, that expansion). Chapter 4's 'Where kernels split, and why', 'Rule 4 again' and the cell before Decider.",
+       "more than storing it once: with k kernels and r = len(read_by(b, (Ops.REDUCE_AXIS,))) buffers (a reduce "
+       "counts as one), (k - 1) * (r - 1) > 2; or if some read goes through a broadcast that makes it costly to "
+       "recompute: the view's _expansion(st) is 4 or more, and costly(b, that expansion). Chapter 4's 'Where kernels "
+       "split, and why', 'Rule 4 again' and the cell before Decider.",
        "an if per rule, the broadcast rule last as any(...) over the reads; sizes may be symbolic (a KV cache's "
        "start_pos): compare them with resolve(...).", check_realizes),
 ]
