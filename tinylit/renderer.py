@@ -36,7 +36,7 @@ class Renderer:
   transcendental_dtypes: tuple[DType, ...] = ()   # whose EXP2 and LOG2 the expander builds from ALU ops (chapter 6a)
   tensor_cores: list[TensorCore] = []   # what the TC opt can use (chapter 6d)
   def __init__(self, vector_width: int | None = None):
-    # the widest vector the device runs at full rate (chapter 8a): the opts are offered no wider one
+    # the widest vector the device's registers hold (chapter 8a): the opts are offered no wider one
     if vector_width is not None: self.vector_widths = tuple(w for w in type(self).vector_widths if w <= vector_width)
   def supports_vector(self, u: UOp) -> bool:
     "Can this vector UOp be rendered as it is (else the expander splits it into lanes)?"

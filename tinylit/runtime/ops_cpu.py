@@ -12,7 +12,7 @@ from ..renderer import ClangRenderer
 
 # %% auto #0
 __all__ = ['THREAD_POOL_SRC', 'FMA_CHAINS', 'ClangCompiler', 'CPUProgram', 'thread_pool', 'native_macros', 'vector_bits',
-           'full_rate_vector_width', 'vector_registers', 'cache_size', 'cpu_vector_width', 'fma_source', 'fma_peak',
+           'native_vector_width', 'vector_registers', 'cache_size', 'cpu_vector_width', 'fma_source', 'fma_peak',
            'CPUAllocator', 'CPUDevice']
 
 # %% ../../nbs/08a_cpu.ipynb #f7b93a9f
@@ -181,30 +181,16 @@ def native_macros() -> frozenset[str]:
   except (OSError, subprocess.CalledProcessError): return frozenset()
   return frozenset(line.split()[1] for line in out.splitlines() if line.startswith("#define "))
 
-def _cpu_family() -> tuple[str, int]:
-  "The CPU's vendor and family from /proc/cpuinfo, e.g. ('AuthenticAMD', 26) for Zen 5; ('', 0) where there is none."
-  info = {}
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        if key.strip() in ("vendor_id", "cpu family"): info.setdefault(key.strip(), value.strip())
-  except OSError: pass
-  family = info.get("cpu family", "0")
-  return info.get("vendor_id", ""), int(family) if family.isdigit() else 0
-
 def vector_bits(macros: frozenset[str] | set[str]) -> int:
   "The widest vector registers these compiler macros promise: 512 (AVX-512), 256 (AVX), 128 (SSE2, NEON), else 0."
   if "__AVX512F__" in macros: return 512
   if "__AVX__" in macros: return 256
   return 128 if "__SSE2__" in macros or "__ARM_NEON" in macros else 0
 
-def full_rate_vector_width(macros: frozenset[str] | set[str], vendor: str = "", family: int = 0) -> int | None:
-  """How many floats a kernel's vectors should hold on a CPU with these macros, vendor and family: its widest
-  registers, but 8 on AMD's Zen 4 (family 25), which splits every 512-bit op in two. None: no vector set known."""
-  bits = vector_bits(macros)
-  if bits == 512 and vendor == "AuthenticAMD" and family == 25: bits = 256
-  return bits // 32 or None
+def native_vector_width(macros: frozenset[str] | set[str]) -> int | None:
+  """How many floats a kernel's vectors hold on a CPU with these macros: as many as its widest registers (16 with
+  AVX-512, also where a core runs 512-bit ops in two halves, as Zen 4: see above). None: no vector set known."""
+  return vector_bits(macros) // 32 or None
 
 def vector_registers(macros: frozenset[str] | set[str], width: int) -> int:
   """How many vector registers a kernel whose vectors hold `width` floats has on a CPU with these macros: 32 with
@@ -228,12 +214,12 @@ def cache_size(level: int = 2) -> int:
   return 1 << 20
 
 def cpu_vector_width() -> int:
-  "The CPU device's vector width in floats: `CPU_VECTOR_WIDTH` if set, else this CPU's full-rate width (16 if unknown)."
+  "The CPU device's vector width in floats: `CPU_VECTOR_WIDTH` if set, else this CPU's register width (16 if unknown)."
   if forced := getenv("CPU_VECTOR_WIDTH"):
     if forced not in ClangRenderer.vector_widths:
       raise ValueError(f"CPU_VECTOR_WIDTH={forced}: the C renderer writes vectors of {ClangRenderer.vector_widths} floats")
     return forced
-  return full_rate_vector_width(native_macros(), *_cpu_family()) or max(ClangRenderer.vector_widths)
+  return native_vector_width(native_macros()) or max(ClangRenderer.vector_widths)
 
 # %% ../../nbs/08a_cpu.ipynb #ff14038d
 # (register bits, the macro it needs, C vector type, broadcast, fused multiply-add x*y + acc, store, header)
