@@ -66,6 +66,27 @@ def test_a_product_of_a_stored_input_packs_once(device):
   np.testing.assert_allclose(t.numpy(), np.exp(x_np) @ w_np.T, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_and_backward_in_one_schedule_pack_only_the_forward(device):
+  """A linear layer's forward `y = x @ w.T` (a reduce over the width) and, from autograd, its input's gradient
+  (`g @ w`, a reduce over the outputs: a vocabulary of 77, as nanoGPT's head) read `w` through the same view of the same
+  loop shape, reduced over different axes. Only the forward is packed; the gradient reads `w` itself, contiguous
+  along its outputs. (Rule 8 keyed its copies by the view alone, and the gradient read the forward's transposed copy:
+  no vector lanes, a scalar loop at 6 GFLOPS.)"""
+  x_np, w_np, g_np = rand(12, 64, 128), rand(77, 128, seed=1), rand(12, 64, 77, seed=2)
+  x = Tensor(x_np, device=device, requires_grad=True).realize()
+  w, g = Tensor(w_np, device=device).realize(), Tensor(g_np, device=device).realize()
+  y = x @ w.T
+  (y * g).sum().backward()
+  schedule = Tensor.schedule(y, x.grad)
+  if packs(device):
+    (grad,) = [si for si in schedule if si.outputs[0] is x.grad.lazydata.base.buffer]
+    assert w.lazydata.buffer in grad.inputs
+  run_schedule(schedule)
+  np.testing.assert_allclose(y.numpy(), x_np @ w_np.T, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(x.grad.numpy(), g_np @ w_np, rtol=1e-4, atol=1e-4)
+
+
 def test_pack_turns_off():
   x, w = Tensor(rand(2048, 128)).realize(), Tensor(rand(384, 128, seed=1)).realize()
   with Context(PACK=0): assert len((x @ w.T).schedule()) == 1

@@ -113,7 +113,7 @@ class Decisions:
   realizes: dict[LazyBuffer, None] = field(default_factory=dict)          # every base that gets a buffer of its own
   shapes: dict[LazyBuffer, tuple] = field(default_factory=dict)           # a loop shape that is a fused reduce's (rule 3)
   values: dict[LazyBuffer, LazyBuffer] = field(default_factory=dict)      # a write's value, into fresh memory first (rule 6)
-  packs: dict[tuple, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # rule 8: (base, view) -> copy, view
+  packs: dict[tuple, tuple[LazyBuffer, ShapeTracker]] = field(default_factory=dict)   # rule 8: (base, view, reduce axes) -> copy, view
   copies: dict[tuple[LazyBuffer, ShapeTracker], LazyBuffer] = field(default_factory=dict)   # rule 8: (base, view) -> copy
   asked: dict[LazyBuffer, None] = field(default_factory=dict)             # the outputs, and old values a write waits for
   after: dict[LazyBuffer, set[LazyBuffer]] = field(default_factory=dict)  # each write -> the bases that read its result
@@ -261,10 +261,12 @@ class Decider:
         # another iteration may have overwritten. Its value is computed into fresh memory first, then copied over.
         if o.op is Ops.ASSIGN and o.buffer is b.buffer and o not in self.d.values and not _reads_in_place(st, o.arg):
           self.d.values[o] = o.srcs[0].clone()
-      if axes is not None and all(o.buffer is not b.buffer for o in outs) and (b, st) not in self.d.packs and \
+      # the reduce's axes are part of the key: `x @ W.T` and its backward `g @ W` read W through one view (of different
+      # loop shapes), and only the first reads it across the vectors
+      if axes is not None and all(o.buffer is not b.buffer for o in outs) and (b, st, axes) not in self.d.packs and \
          (views := _pack_view(st, axes, b)) is not None:
         if (b, views[0]) not in self.d.copies: self.d.copies[(b, views[0])] = b._view(views[0]).clone()
-        self.d.packs[(b, st)] = (self.d.copies[(b, views[0])], views[1])
+        self.d.packs[(b, st, axes)] = (self.d.copies[(b, views[0])], views[1])
 
   def merge(self, kernels: set[LazyBuffer]) -> LazyBuffer:
     "One kernel for the outputs of `kernels` (in the order they were asked for, where they were)."
@@ -302,26 +304,26 @@ class KernelBuilder:
     self.out_buffers = {id(o.buffer): n for n, o in enumerate(outs)}
     self.inputs: list[LazyBuffer] = []
     self.built: dict[tuple[LazyBuffer, ShapeTracker], UOp] = {}   # a sub-graph read twice is built once
-    self.reducing = False                                          # inside a reduce's source (where rule 8 packs)
+    self.reducing: tuple[int, ...] | None = None                   # inside a reduce's source: its axes (where rule 8 packs)
 
   def loads(self, base: LazyBuffer) -> bool: return base not in self.outs and (base.realized is not None or base in self.d.realizes)
 
   def build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     "The UOp expression for `lb`, read through `st` (which maps kernel indices to positions of `lb`)."
-    if (key := (lb, st)) not in self.built: self.built[key] = self._build(lb, st)
+    if (key := (lb, st, self.reducing)) not in self.built: self.built[key] = self._build(lb, st)
     return self.built[key]
 
   def _build(self, lb: LazyBuffer, st: ShapeTracker) -> UOp:
     base = lb.base
     st = lb.st + st if lb is not base else st
     if self.loads(base):
-      if self.reducing and (packed := self.d.packs.get((base, st))) is not None: base, st = packed
+      if self.reducing is not None and (packed := self.d.packs.get((base, st, self.reducing))) is not None: base, st = packed
       return UOp(Ops.LOAD, base.dtype, (self.global_for(base), UOp(Ops.VIEW, None, (), st)))
     if base.op is Ops.CONST: return UOp(Ops.CONST, base.dtype, (UOp(Ops.VIEW, None, (), st),), base.arg)
     if base.op is Ops.REDUCE_AXIS:
-      self.reducing = True
+      self.reducing = base.arg[1]
       src = self.build(base.srcs[0], ShapeTracker.from_shape(base.srcs[0].shape))
-      self.reducing = False
+      self.reducing = None
       return UOp(Ops.REDUCE_AXIS, base.dtype, (src,), base.arg)
     if base.op in (Ops.CONTIGUOUS, Ops.ASSIGN): return self.build(self.d.values.get(base, base.srcs[0]), st)
     # rules 1 and 2, elementwise: the sources are read through the same view
