@@ -441,13 +441,12 @@ class ClangRenderer(CStyleLanguage):
   def render_kernel(self, name, body, bufs, uops) -> str:
     src = super().render_kernel(name, body, bufs, uops)
     # a float sum rounds in the order its opts add (chapter 6's partial sums), not numpy's, so a product added into
-    # it may be fused with the add: one instruction that rounds once (FMA). Only where every product meets an add on
-    # a sum's chain: chapter 8a's `cc` fuses nothing elsewhere, and elementwise results keep numpy's bits
-    todo = [u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())]
-    chain: set[UOp] = set()   # the adds of the sums: an accumulate's ADD and the ADDs it adds up
-    while todo: chain.add(u := todo.pop()); todo += [s for s in u.src if s.op is Ops.ADD and s not in chain]
+    # it may be fused with the add: one instruction that rounds once (FMA). Only where every product is added by a
+    # sum's own add, an accumulate's `acc + term`: chapter 8a's `cc` fuses nothing elsewhere, and elementwise results
+    # keep numpy's bits, also where they are a sum's term (the `a*b + c` of `(a*b + c).sum()`)
+    chain = {u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())}
     if chain and all(u in chain for u in uops if u.op is Ops.ADD and dtypes.is_float(u.dtype.scalar()) and
-                     any(s.op is Ops.MUL or s.op is Ops.NEG for s in u.src)):
+                     any(s.op is Ops.MUL or s.op is Ops.NEG and s.src[0].op is Ops.MUL for s in u.src)):
       src = '__attribute__((optimize("fp-contract=fast")))\n' + src
     if not any(u.op is Ops.SPECIAL for u in uops): return src
     # a thread axis: `core_id` says which share of it this call does; chapter 8a's thread pool calls every kernel
