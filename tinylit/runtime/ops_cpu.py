@@ -189,7 +189,7 @@ def vector_bits(macros: frozenset[str] | set[str]) -> int:
 
 def native_vector_width(macros: frozenset[str] | set[str]) -> int | None:
   """How many floats a kernel's vectors hold on a CPU with these macros: as many as its widest registers (16 with
-  AVX-512, also where a core runs 512-bit ops in two halves, as Zen 4: see above). None: no vector set known."""
+  AVX-512, also where a core runs 512-bit ops in two halves, as Zen 4 does). None: no vector set known."""
   return vector_bits(macros) // 32 or None
 
 def vector_registers(macros: frozenset[str] | set[str], width: int) -> int:
