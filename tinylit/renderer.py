@@ -446,7 +446,7 @@ class ClangRenderer(CStyleLanguage):
     # keep numpy's bits, also where they are a sum's term (the `a*b + c` of `(a*b + c).sum()`)
     chain = {u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())}
     if chain and all(u in chain for u in uops if u.op is Ops.ADD and dtypes.is_float(u.dtype.scalar()) and
-                     any(s.op is Ops.MUL or s.op is Ops.NEG and s.src[0].op is Ops.MUL for s in u.src)):
+                     any(s.op is Ops.MUL or (s.op is Ops.NEG and s.src[0].op is Ops.MUL) for s in u.src)):
       src = '__attribute__((optimize("fp-contract=fast")))\n' + src
     if not any(u.op is Ops.SPECIAL for u in uops): return src
     # a thread axis: `core_id` says which share of it this call does; chapter 8a's thread pool calls every kernel
