@@ -51,11 +51,13 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
 # metaclass defines __getattr__, which takes each of its classes' attribute lookups off the fast path)
 _ALLOCATED = frozenset({Ops.EMPTY, Ops.BUFFER, None})       # memory of its own, which must fit 32-bit indices
 _NEVER_SHARED = frozenset({Ops.BUFFER, Ops.EMPTY, Ops.CONTIGUOUS})
+# and the three members the checks on every op name (a module's global is read on the fast path)
+_BUFFER, _CONST, _ASSIGN = Ops.BUFFER, Ops.CONST, Ops.ASSIGN
 
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                       srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> LazyBuffer:
   "Make a LazyBuffer, or return the live one that computes exactly the same thing (dedup)."
-  if st.size == 0 and op is not Ops.BUFFER: op, arg, srcs, base = Ops.CONST, 0, (), None
+  if st.size == 0 and op is not _BUFFER: op, arg, srcs, base = _CONST, 0, (), None
   # a buffer allocated as such must fit 32-bit indices; a computed one may be fused away (the (n, n, n) product
   # inside a matmul never exists): if it is realized, the kernel refuses it (chapter 6)
   if base is None and op in _ALLOCATED: check_size(st.shape, op.name if op is not None else "buffer")
@@ -68,7 +70,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
   if cacheable and (cached := lazycache.get(key)) is not None: return cached
   ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
   if cacheable: lazycache[key] = ret
-  if srcs and op is not Ops.ASSIGN:
+  if srcs and op is not _ASSIGN:
     for s in srcs: (s._base if s._base is not None else s).add_reader(ret)   # the field: `base` costs a call per source
   ret.cache_key = key if cacheable else None
   return ret
@@ -121,7 +123,7 @@ class LazyBuffer(MathTrait):
     if base is None:
       self.op, self.arg, self.srcs = op, arg, srcs
       # an assign writes into its target's memory; every other base will get memory of its own
-      self.buffer: Buffer = srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self.size, dtype)
+      self.buffer: Buffer = srcs[1].base.buffer if op is _ASSIGN else Buffer(device, self.size, dtype)
       self.forced_realize = False
       # the bases computed from it and the Tensors that hold it, both weakly (made on first use: most bases have none)
       self._readers: WeakValues | None = None
@@ -133,12 +135,12 @@ class LazyBuffer(MathTrait):
   @property
   def realized(self) -> Buffer | None:
     "The device buffer, once this base has been computed."
-    return self.buffer if self._base is None and self.op is Ops.BUFFER else None
+    return self.buffer if self._base is None and self.op is _BUFFER else None
   def become_buffer(self) -> None:
     """The main change of state a base goes through: after its kernel ran, it *is* its buffer. Its op becomes `BUFFER`,
     its sources go (the graph behind it can be freed; it no longer counts among their readers), and it leaves the
     dedup cache, whose key names the sources by id: once they are freed, a new node could reuse an id and match."""
-    self.op, self.arg, self.srcs, self.forced_realize = Ops.BUFFER, None, (), False
+    self.op, self.arg, self.srcs, self.forced_realize = _BUFFER, None, (), False
     # one lookup (pop), not get-then-del: the key holds a ShapeTracker and a dtype, whose hashes are computed in Python
     if self.cache_key is not None and (cached := lazycache.pop(self.cache_key, None)) is not None and cached is not self:
       lazycache[self.cache_key] = cached   # another node under this key (never seen: a live node's key is its own)
@@ -178,12 +180,12 @@ class LazyBuffer(MathTrait):
     return bool(self.holders) or any(r not in besides for r in self.readers)
   def is_unrealized_const(self) -> bool:
     # a realized base's op is BUFFER, so a CONST op is never realized (the fields, not the properties: every op asks)
-    return (self._base if self._base is not None else self).op is Ops.CONST
+    return (self._base if self._base is not None else self).op is _CONST
   def is_unrealized_unmasked_const(self) -> bool:
     "A constant whose every element is its value, known now (a bound variable's value is known only at run time)."
     # written out, not through is_unrealized_const and `base`: every op asks this of each of its sources
     base = self._base if self._base is not None else self
-    return base.op is Ops.CONST and not isinstance(base.arg, UOp) and all([v.mask is None for v in self.st.views])
+    return base.op is _CONST and not isinstance(base.arg, UOp) and all([v.mask is None for v in self.st.views])
   def __repr__(self):
     if self._base is not None: return f"<LB {self.device} {self.shape} {self.dtype} view of {self.base!r}>"
     what = "realized" if self.realized else f"{self.op.name}" + (f" {self.arg}" if self.arg is not None else "")

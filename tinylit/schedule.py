@@ -22,7 +22,9 @@ __all__ = ['ScheduleItem', 'kernel_shape', 'alone', 'fused', 'read_by', 'depends
            'intermediates']
 
 # %% ../nbs/04_schedule.ipynb #6be336be
-@dataclass(frozen=True, eq=False)
+# not frozen: one is made for every kernel of every realize, and a frozen dataclass's __init__ sets each field through
+# object.__setattr__, which cost 0.5 us of a cached 4x4 add's 21 (nothing changes an item once made)
+@dataclass(eq=False)
 class ScheduleItem:
   """One step of work: a kernel AST (a SINK of one STORE per output), a COPY or an EMPTY, and the buffers it touches,
   outputs first, in the order of the kernel's DEFINE_GLOBALs. Buffers only: the runtime knows nothing of the lazy graph."""
@@ -411,7 +413,7 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
   schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
   # two intermediates at least, or there is nothing to share (a matmul and its packed copy of B)
-  if sum(map(len, computes)) - len({lb.base for lb in outs}) >= 2: schedule = memory_planner(schedule, intermediates(computes, outs))
+  if (n := sum(map(len, computes))) >= 2 and n - len({lb.base for lb in outs}) >= 2: schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
@@ -444,7 +446,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
     if lb._base is not None:
       parts.append(lb.st)
       stack.append(lb._base)
-    elif (op := lb.op) is Ops.BUFFER: parts.append((lb.dtype, lb.shape))   # a realized base: an input
+    elif (op := lb.op) is _BUFFER: parts.append((lb.dtype, lb.shape))   # a realized base: an input
     elif op in _NO_CACHED_SCHEDULE or len(nodes) > 1024: return None
     else:
       # -0.0 == 0.0 in Python, but they are different constants to a kernel (the same key as create_lazybuffer's)
@@ -454,6 +456,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   return tuple(parts), nodes
 
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
+_BUFFER = Ops.BUFFER   # a module's global: `Ops.BUFFER` is slow to name on Python 3.11 (chapter 2), and is named per node
 
 # structure -> rule 8's copies (the node and view each copies), and per kernel its AST and the positions among
 # _graph_key's nodes, then the copies, of its buffers' bases and of what it computes
@@ -465,9 +468,12 @@ def _cached_schedule(out: LazyBuffer) -> tuple[list[ScheduleItem], list[tuple[La
   parts, nodes = key
   if (cached := _schedule_cache.get(parts)) is not None:
     copies, kernels = cached
-    nodes += [nodes[k]._view(st).clone() for k, st in copies]   # rule 8's packed copies, made again
-    return ([ScheduleItem(ast, tuple([nodes[k].buffer for k in bufs])) for ast, bufs, _ in kernels],
-            [tuple([nodes[k] for k in computes]) for _, _, computes in kernels])
+    if copies: nodes += [nodes[k]._view(st).clone() for k, st in copies]   # rule 8's packed copies, made again
+    schedule, computes = [], []
+    for ast, bufs, bases in kernels:   # a loop, not two comprehensions: each of those is a call more per realize
+      schedule.append(ScheduleItem(ast, tuple([nodes[k].buffer for k in bufs])))
+      computes.append(tuple([nodes[k] for k in bases]))
+    return schedule, computes
   schedule, computes = _schedule([out])
   node_at = {id(lb): k for k, lb in enumerate(nodes)}
   copies = [b for b in dict.fromkeys(b for bases in computes for b in bases) if id(b) not in node_at]   # rule 8's

@@ -132,7 +132,8 @@ class Tensor(MovementMixin, CreationMixin, RandomMixin, ElementwiseMixin, Reduce
     for t in (self, *lst):
       if not t._storage.has_memory(): t._storage.move_to(t._storage.root.clone())
     # the writes `assign` recorded since the last realize run with it, in one schedule: an optimizer's step is one
-    _run([t.lazydata for t in (self, *lst)] + pending_assigns())
+    outs = [t.lazydata for t in (self, *lst)]
+    _run(outs + pending_assigns() if _pending else outs)
     return self
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def contiguous_backward(self) -> Tensor: return F.ContiguousBackward.apply(self)
@@ -285,7 +286,7 @@ class Storage:
     return [t for t in self.root.base.holders if t._storage is self]
   def has_memory(self) -> bool:
     "Is every element of the root in memory, or to be computed into memory (not a constant, nor a padded border)?"
-    return not self.root.is_unrealized_const() and all(v.mask is None for v in self.root.st.views)
+    return not self.root.is_unrealized_const() and all([v.mask is None for v in self.root.st.views])
   def move_to(self, root: LazyBuffer) -> None:
     "Make `root` (a new base with the old root's values) this storage's memory, and rebind every tensor onto it."
     tensors, self.root = self.tensors, root

@@ -37,13 +37,15 @@ class ArithmeticMethods(SimpleMathTrait):
       # the same nodes a scalar Tensor broadcast below would get, without a Function, a Tensor and a Storage for each of
       # its two moves. Every `x * 2` and `x + 1` passes here. (metaop wraps the value into the dtype: `dtypes.as_const`)
       y = T(LazyBuffer.metaop(Ops.CONST, x.shape, y_dtype, x.device, y), requires_grad=False)
-    if x.device != y.device:
+    # the fields, not the properties: every binary op passes here
+    xl, yl = x._lazydata, y._lazydata
+    if xl.device != yl.device:
       raise RuntimeError(f"{op}: tensors on different devices: {x.shape} on {x.device} and {y.shape} on {y.device}")
-    if match_dtype and x.dtype != y.dtype:
+    if match_dtype and xl.dtype != yl.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
-    if x.shape == y.shape: return x, y   # most operands already agree: nothing to broadcast
+    if x._lazydata.shape == y._lazydata.shape: return x, y   # most operands already agree: nothing to broadcast
     try: shape = broadcast_shape(x.shape, y.shape)
     except ArgumentError: raise ArgumentError(f"{op}: shapes {x.shape} and {y.shape} can't be broadcast together") from None
     return x._broadcast_to(shape), y._broadcast_to(shape)
