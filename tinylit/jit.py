@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .device import Buffer
-from .helpers import DEBUG, JIT
+from .helpers import DEBUG, JIT, all_int
 from .ops import Ops, UOp, sint
 from .realize import ExecItem, capturing
 from .memory import internal_memory_planner
@@ -28,6 +28,13 @@ class JitError(AssertionError, RuntimeError):
 def is_capturing() -> bool:
   "Is a TinyJit recording now? Tensor code asks this; only the JIT and `run_schedule` touch the `capturing` list."
   return bool(capturing)
+
+@functools.cache
+def _tensor_layer():
+  """The module `tinylit.tensor`, imported on first use: the Tensor layer sits above this one. (Once: an `import` in a
+  function costs about 0.65 us each time it runs, and a replay needed five.)"""
+  import tinylit.tensor
+  return tinylit.tensor
 
 # %% ../nbs/09_jit.ipynb #6fe4f07c
 class TinyJit:
@@ -53,14 +60,15 @@ class TinyJit:
 
   @staticmethod
   def _input_tensors(args, kwargs) -> list:
-    from tinylit.tensor import Tensor  # the Tensor layer sits above this one
+    Tensor = _tensor_layer().Tensor
     return [a for a in list(args) + [kwargs[k] for k in sorted(kwargs)] if isinstance(a, Tensor)]
   @staticmethod
   def _other_args(args, kwargs) -> dict:
     "The arguments that are neither Tensors nor bound variables: a capture bakes them in."
-    from tinylit.tensor import Tensor
-    named = {**{f"argument {i}": a for i, a in enumerate(args)}, **{f"argument {k!r}": v for k, v in kwargs.items()}}
-    return {k: v for k, v in named.items() if not isinstance(v, Tensor) and not (isinstance(v, UOp) and v.op is Ops.BIND)}
+    Tensor = _tensor_layer().Tensor
+    def baked(v) -> bool: return not isinstance(v, Tensor) and not (isinstance(v, UOp) and v.op is Ops.BIND)
+    # named only when baked in: every replay asks, and most arguments are Tensors
+    return {**{f"argument {i}": a for i, a in enumerate(args) if baked(a)}, **{f"argument {k!r}": v for k, v in kwargs.items() if baked(v)}}
 
   def __call__(self, *args, **kwargs):
     name = getattr(self.fxn, "__name__", "the function")
@@ -70,7 +78,7 @@ class TinyJit:
       raise JitError(f"TinyJit: {name} was called while another TinyJit is capturing: having TinyJit inside another "
                      f"TinyJit is not supported (the outer recording would miss its kernels); call {name}.fxn, the plain "
                      "function, inside the jitted one")
-    from tinylit.tensor import realize_pending
+    realize_pending = _tensor_layer().realize_pending
     realize_pending()   # writes made before the call run now: a recording must not replay them
     inputs = self._input_tensors(args, kwargs)
     # inputs must be real buffers: their memory is what the replayed kernels read
@@ -79,7 +87,7 @@ class TinyJit:
       lb = t.lazydata
       if not (lb.base is lb and lb.realized is not None): t.lazydata, unrealized = lb.contiguous(), True
     if unrealized: inputs[0].realize(*inputs[1:])   # (inputs that are buffers already, the usual case, need no schedule)
-    input_buffers: list[Buffer] = [t.lazydata.base.realized for t in inputs]
+    input_buffers: list[Buffer] = [t.lazydata.buffer for t in inputs]   # each a realized base now
     # one buffer in two roles: the recording could not tell which argument a kernel reads (tinygrad checks every call)
     if len(set(map(id, input_buffers))) != len(input_buffers):
       first = {}
@@ -91,9 +99,10 @@ class TinyJit:
     # the values of the bound variables, from the inputs' shapes and from bound variables passed as arguments;
     # the signature holds the plain variables, so that another value in range is the same signature
     var_vals: dict[UOp, int] = {}
-    for t in inputs: var_vals.update(dict(b.unbind() for b in t.lazydata.st.vars()))
+    for t in inputs:
+      if (binds := t.lazydata.st.vars()): var_vals.update(b.unbind() for b in binds)
     var_vals.update(dict(a.unbind() for a in list(args) + list(kwargs.values()) if isinstance(a, UOp) and a.op is Ops.BIND))
-    signature = [(tuple(_unbound(s) for s in t.shape), t.dtype, t.device) for t in inputs]
+    signature = [(t.shape if all_int(t.shape) else tuple(map(_unbound, t.shape)), t.dtype, t.device) for t in inputs]
     if not JIT: return self.fxn(*args, **kwargs)
 
     if self.cnt >= 2:
@@ -147,18 +156,18 @@ class TinyJit:
   def _replayed(self, captured, inputs: list, var_vals: dict[UOp, int]):
     """A new Tensor for a returned one: on the buffer the replay just wrote (the same one the capture's tensor has, or
     this call's input), its shape's variables bound to this call's values."""
-    from tinylit.tensor import Tensor
+    Tensor = _tensor_layer().Tensor
     lb = captured.lazydata
     n = self.returned_inputs.get(id(lb.base))
     base = lb.base if n is None else inputs[n].lazydata.base
     sub = {b: b.src[0].bind(var_vals[b.src[0]]) for b in lb.st.vars() if b.src[0] in var_vals}
     if sub or base is not lb.base: lb = base._view(lb.st.substitute(sub) if sub else lb.st)
-    return Tensor(lb, device=lb.device, requires_grad=captured.requires_grad)
+    return Tensor(lb, requires_grad=captured.requires_grad)   # on lb's device
 
 def _returned_tensors(ret, seen: set | None = None) -> list:
   """The Tensors in what a jitted function returned, each once: in dicts, lists and tuples at any depth, and in other
   objects' attributes, the places tinygrad v0.10's get_parameters looks."""
-  from tinylit.tensor import Tensor
+  Tensor = _tensor_layer().Tensor
   seen = set() if seen is None else seen
   if id(ret) in seen: return []
   seen.add(id(ret))
@@ -172,7 +181,7 @@ def _returned_tensors(ret, seen: set | None = None) -> list:
 def _map_tensors(ret, fn: Callable, done: dict | None = None):
   """`ret` with `fn(t)` for every Tensor `t` in it: dicts, lists and tuples (namedtuples too) are rebuilt around the
   new tensors; any other object is returned as it is (its tensors' buffers are the replay's)."""
-  from tinylit.tensor import Tensor
+  Tensor = _tensor_layer().Tensor
   done = {} if done is None else done   # one new tensor per captured one, even where it is returned twice
   if isinstance(ret, Tensor):
     if id(ret) not in done: done[id(ret)] = fn(ret)
@@ -244,7 +253,7 @@ def _jit_getstate(self: TinyJit) -> dict:
 
 def _jit_setstate(self: TinyJit, state: dict) -> None:
   "unpickle's hook: new buffers (with their saved bytes), kernels compiled again, returned tensors on those buffers."
-  from tinylit.tensor import Tensor
+  Tensor = _tensor_layer().Tensor
   state = dict(state)
   buffers: list[Buffer] = []
   for device, size, dtype, base, raw in state.pop("buffers"):
