@@ -109,7 +109,7 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
-      tiles += [[(t, n), (v, _ROW_VECTORS)] for t in outs if t != v and rest[v] % _ROW_VECTORS == 0 for n in range(_TILE_ROWS, 1, -1) if rest[t] % n == 0]
+      tiles += [[(t, n), (v, _ROW_VECTORS)] for t in outs for n in range(_TILE_ROWS, 1, -1) if t != v and rest[t] % n == 0 == rest[v] % _ROW_VECTORS]
     for tile in [tile for tile in tiles if _fits(k.opts, v, tile)]:
       upcasts = [(v, width)] + tile
       # the smallest key wins: cores left an output axis to split, the price; then vectors along an output, fewer copies

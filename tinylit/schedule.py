@@ -413,7 +413,8 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
   schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
   # two intermediates at least, or there is nothing to share (a matmul and its packed copy of B)
-  if (n := sum(map(len, computes))) >= 2 and n - len({lb.base for lb in outs}) >= 2: schedule = memory_planner(schedule, intermediates(computes, outs))
+  if (n := sum(map(len, computes))) >= 2 and n - len({lb.base for lb in outs}) >= 2:
+    schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
     line = f"scheduled {len(schedule)} kernel{'s' * (len(schedule) != 1)}"
     if NO_MEMORY_PLANNER:
