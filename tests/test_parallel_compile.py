@@ -1,8 +1,8 @@
 """Compiling a schedule's new kernels at once (chapter 8's `compile_async`, called by chapter 8b's `run_schedule`):
 the results are the ones that compiling each kernel just before it runs gives, every program is compiled once, and
-the compiles run on the pool's worker threads. A compiler with `compile_batch` (the CPU's) compiles the sources that
-wait together in one call, one cache entry per source, falling back to one at a time when the batch fails; the
-others (PYTHON, CL) get one source per call. On every device."""
+the compiles run on the pool's worker threads. A compiler with `compile_batch` (CPU's and CL's) compiles the sources
+that wait together in one call, one cache entry per source, falling back to one at a time when the batch fails; the
+others (PYTHON, CUDA) get one source per call. On every device."""
 import os, threading, time
 from concurrent.futures import ThreadPoolExecutor
 
