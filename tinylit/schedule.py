@@ -10,7 +10,7 @@ from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, human_bytes, prod
 from .ops import Ops, GroupOp, UOp, resolve, sint
 from .shapetracker import ShapeTracker
-from .lazy import LazyBuffer
+from .lazy import LazyBuffer, _BUFFER   # (chapter 2's: `Ops.BUFFER` is slow to name on Python 3.11)
 from .device import Buffer, Device
 from .memory import memory_planner, planned_memory
 from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
@@ -413,6 +413,7 @@ def create_schedule_with_bases(outs: list[LazyBuffer]) -> tuple[list[ScheduleIte
   # one output whose graph's structure was seen before: the same kernels on this graph's buffers (`_graph_key`, below)
   schedule, computes = _cached_schedule(outs[0].base) if len(outs) == 1 and outs[0].base.realized is None else _schedule(outs)
   # two intermediates at least, or there is nothing to share (a matmul and its packed copy of B)
+  # (the count first: a single kernel with one output, every eager op's case, builds no set)
   if (n := sum(map(len, computes))) >= 2 and n - len({lb.base for lb in outs}) >= 2:
     schedule = memory_planner(schedule, intermediates(computes, outs))
   if DEBUG.value >= 1 and schedule:   # .value: no call on every realize
@@ -457,7 +458,6 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   return tuple(parts), nodes
 
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
-_BUFFER = Ops.BUFFER   # a module's global: `Ops.BUFFER` is slow to name on Python 3.11 (chapter 2), and is named per node
 
 # structure -> rule 8's copies (the node and view each copies), and per kernel its AST and the positions among
 # _graph_key's nodes, then the copies, of its buffers' bases and of what it computes

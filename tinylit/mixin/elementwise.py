@@ -42,7 +42,7 @@ class ArithmeticMethods(SimpleMathTrait):
     if xl.device != yl.device:
       raise RuntimeError(f"{op}: tensors on different devices: {x.shape} on {x.device} and {y.shape} on {y.device}")
     if match_dtype and xl.dtype != yl.dtype:
-      out = least_upper_dtype(x.dtype, y.dtype)
+      out = least_upper_dtype(xl.dtype, yl.dtype)
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
     if x._lazydata.shape == y._lazydata.shape: return x, y   # most operands already agree: nothing to broadcast
