@@ -10,7 +10,7 @@ from .dtype import dtypes
 from .helpers import DEBUG, NO_MEMORY_PLANNER, PACK, argsort, human_bytes, prod
 from .ops import Ops, GroupOp, UOp, resolve, sint
 from .shapetracker import ShapeTracker
-from .lazy import LazyBuffer, _BUFFER   # (chapter 2's: `Ops.BUFFER` is slow to name on Python 3.11)
+from .lazy import LazyBuffer
 from .device import Buffer, Device
 from .memory import memory_planner, planned_memory
 from .heuristic import lane_axis   # rule 8 asks where chapter 6b's heuristic puts the lanes
@@ -458,6 +458,7 @@ def _graph_key(out: LazyBuffer) -> tuple[tuple, list[LazyBuffer]] | None:
   return tuple(parts), nodes
 
 _NO_CACHED_SCHEDULE = frozenset({Ops.ASSIGN, Ops.COPY, Ops.EMPTY})
+_BUFFER = Ops.BUFFER   # a module's global: `Ops.BUFFER` is slow to name on Python 3.11 (chapter 2), and is named per node
 
 # structure -> rule 8's copies (the node and view each copies), and per kernel its AST and the positions among
 # _graph_key's nodes, then the copies, of its buffers' bases and of what it computes
