@@ -48,6 +48,7 @@ def case_flops(quick: bool) -> dict[str, float | None]:
   mlp_fwd = 2 * 64 * (784 * 128 + 128 * 64 + 64 * 10)
   return {f"relu(a*b+c)*2-a, {n:,} floats": 5 * n, f"sum of {n:,} floats": n,
           f"({m},{m}) sum over axis 0": m * m, f"({m},{m}) sum over axis 1": m * m,
+          f"cat of two ({m},{m // 2}) along axis 1": None,
           **{f"matmul {k}x{k}": 2 * k**3 for k in s["mm"]},
           "4x4 add, per realize (kernel cached)": None, "  the same under TinyJit": None,
           "MLP 784-128-64-10 forward, batch 64": mlp_fwd, "  the same under TinyJit ": mlp_fwd,
@@ -59,6 +60,7 @@ def inputs(quick: bool) -> dict:
   s, rng = sizes(quick), np.random.default_rng
   data = {"abc": [rng(i).standard_normal(s["n"]).astype(np.float32) for i in range(3)],
           "M": rng(4).standard_normal((s["m"], s["m"])).astype(np.float32),
+          "halves": [rng(8 + i).standard_normal((s["m"], s["m"] // 2)).astype(np.float32) for i in range(2)],
           "mm": {k: [rng(5 + i).standard_normal((k, k)).astype(np.float32) for i in range(2)] for k in s["mm"]},
           "X": rng(6).standard_normal((64, 784)).astype(np.float32)}
   rng0 = rng(0)
@@ -78,7 +80,8 @@ def numpy_worker(quick: bool, repeat: int) -> dict:
   a, b, c = d["abc"]
   M = d["M"]
   out = {names[0]: timeit(lambda: np.maximum(a * b + c, 0) * 2 - a, repeat), names[1]: timeit(lambda: a.sum(), repeat),
-         names[2]: timeit(lambda: M.sum(0), repeat), names[3]: timeit(lambda: M.sum(1), repeat)}
+         names[2]: timeit(lambda: M.sum(0), repeat), names[3]: timeit(lambda: M.sum(1), repeat),
+         names[4]: timeit(lambda: np.concatenate(d["halves"], 1), repeat)}
   for k, (A, B) in d["mm"].items(): out[f"matmul {k}x{k}"] = timeit(lambda A=A, B=B: A @ B, repeat)
   x4, y4 = np.ones((4, 4), np.float32), np.ones((4, 4), np.float32)
   out["4x4 add, per realize (kernel cached)"] = timeit(lambda: x4 + y4, repeat)
@@ -114,6 +117,8 @@ def torch_worker(quick: bool, repeat: int) -> dict:
   M = torch.from_numpy(d["M"])
   out = {names[0]: timeit(lambda: torch.relu(a * b + c) * 2 - a, repeat), names[1]: timeit(lambda: a.sum(), repeat),
          names[2]: timeit(lambda: M.sum(0), repeat), names[3]: timeit(lambda: M.sum(1), repeat)}
+  halves = [torch.from_numpy(h) for h in d["halves"]]
+  out[names[4]] = timeit(lambda: torch.cat(halves, 1), repeat)
   for k, (A, B) in d["mm"].items():
     tA, tB = torch.from_numpy(A), torch.from_numpy(B)
     out[f"matmul {k}x{k}"] = timeit(lambda tA=tA, tB=tB: tA @ tB, repeat)
@@ -172,6 +177,8 @@ def tinylit_worker(quick: bool, repeat: int, with_beam: bool = True) -> dict:
   out = {names[0]: timeit(fresh(lambda: (((ta * tb + tc).relu() * 2) - ta).realize()), repeat),
          names[1]: timeit(fresh(lambda: ta.sum().realize()), repeat),
          names[2]: timeit(fresh(lambda: tM.sum(0).realize()), repeat), names[3]: timeit(fresh(lambda: tM.sum(1).realize()), repeat)}
+  tP, tQ = (Tensor(h).realize() for h in d["halves"])
+  out[names[4]] = timeit(fresh(lambda: tP.cat(tQ, dim=1).realize()), repeat)
   for k, (A, B) in d["mm"].items():
     tA, tB = Tensor(A).realize(), Tensor(B).realize()
     out[f"matmul {k}x{k}"] = timeit(fresh(lambda tA=tA, tB=tB: (tA @ tB).realize()), repeat)

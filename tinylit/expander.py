@@ -12,11 +12,12 @@ from .helpers import TRANSCENDENTAL
 from .ops import Ops, GroupOp, UOp
 from .pattern import UPat, PatternMatcher, graph_rewrite
 from .ops import split_add
-from .symbolic import fold_constants
+from .symbolic import fold_constants, uop_given_valid
+from .shapetracker import ShapeTracker
 
 # %% auto #0
 __all__ = ['fold_lanes', 'vectorize', 'IDENTITY', 'accumulate', 'devectorize', 'transcendental', 'cleanup', 'vector_cleanup',
-           'ExpandContext', 'broadcast', 'gep', 'xexp2', 'xlog2', 'expand']
+           'ExpandContext', 'lane_stride', 'broadcast', 'gep', 'xexp2', 'xlog2', 'expand']
 
 # %% ../nbs/06a_expander.ipynb #6bc078ad
 def _depends(u: UOp, r: UOp | None, memo: dict) -> bool:
@@ -80,6 +81,20 @@ fold_lanes = PatternMatcher([
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), _fold_load),
   (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("val"))), _fold_store),
 ])
+
+# %% ../nbs/06a_expander.ipynb #1a7f0c05
+def lane_stride(st: ShapeTracker, axis: int, width: int) -> int | None:
+  """How vectors of `width` lanes along `axis`, starting at multiples of `width`, read through the view `st`: the step
+  between lanes, or None where the lanes don't share one valid test or step by no single stride. `_fold_load`'s test,
+  asked of the view before a kernel exists (the heuristic asks it where a mask or a second view hides the stride)."""
+  if st.shape[axis] % width: return None
+  lane = UOp.range(width, len(st.shape), "vector")
+  idxs = [UOp.range(s, i) for i, s in enumerate(st.shape)]
+  idxs[axis] = UOp.range(st.shape[axis] // width, axis) * width + lane
+  idx, valid = st.to_indexed_uops(idxs)
+  ctx = ExpandContext(UOp(Ops.SINK, None, (valid := valid.simplify(), lane)), None)
+  if ctx.depends(valid) or (split := _split_lane(ctx, uop_given_valid(valid, idx).simplify())) is None: return None
+  return split[1]
 
 # %% ../nbs/06a_expander.ipynb #a59b8898
 def broadcast(x: UOp, w: int) -> UOp:

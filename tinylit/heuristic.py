@@ -8,15 +8,17 @@ from .helpers import prod
 from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
+from .expander import lane_stride
 from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _fits, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
 
 # %% ../nbs/06b_heuristic.ipynb #48ff106c
-def _strides(k: Kernel, axis: int) -> list[int | None]:
-  "Each view's stride along `axis`: 0 (the same element for every step), 1 (consecutive), else a jump or None."
-  return [axis_stride(st, axis) for st in k.sts.values() if st.shape[axis] != 1]
+def _strides(k: Kernel, axis: int, width: int | None = None) -> list[int | None]:
+  """Each view's stride along `axis`: 0 (the same element for every step), 1 (consecutive), else a jump or None (a mask,
+  several views); with `width`, a None asks again of vectors of that many lanes (chapter 6a's `lane_stride`)."""
+  return [lane_stride(st, axis, width) if (s := axis_stride(st, axis)) is None and width else s for st in k.sts.values() if st.shape[axis] != 1]
 
 def _size(shape) -> int:
   "How many iterations a loop nest has; a symbolic axis counts at its largest (opts never split it, chapter 6)."
@@ -35,7 +37,7 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
     if k.axis_kinds()[axis] not in ("global", "reduce") or not isinstance(k.full_shape[axis], int): continue
     width = next((w for w in _widths(k) if k.full_shape[axis] % w == 0), None)
     if width is None: continue
-    strides = _strides(k, axis)
+    strides = _strides(k, axis, width)
     # a jump costs a gather; a mask along the axis (None: padding) costs a gather with a test in every lane
     score = (strides.count(1) - sum(1 for s in strides if s not in (0, 1, None)) - 4 * strides.count(None),
              k.axis_kinds()[axis] == "global", -axis)
@@ -132,8 +134,7 @@ def _apply_upcasts(k: Kernel, plan: list[tuple[int, int]]) -> tuple[int | None, 
   where = [plan[0][0] if plan else None, plan[1][0] if len(plan) > 1 and plan[1][0] != plan[0][0] else None]
   plan = list(plan)
   for i, (axis, amt) in enumerate(plan):
-    rank = k.shape_len
-    reduce = k.axis_kinds()[axis] == "reduce"
+    rank, reduce = k.shape_len, k.axis_kinds()[axis] == "reduce"
     if not _try(k, Opt(OptOps.UNROLL, axis - k.first_reduce, amt) if reduce else Opt(OptOps.UPCAST, axis, amt)): break
     if k.shape_len == rank:  # the whole axis went: the loops after it move down one
       plan[i + 1:] = [(a - (a > axis), n) for a, n in plan[i + 1:]]
@@ -220,8 +221,7 @@ def _gpu_optimizations(k: Kernel) -> Kernel:
     # each thread computes a 4 x 4 tile: 8 loads serve 16 multiply-adds (chapter 6b's register tile, GPU-sized)
     for a in sorted(reuse, key=lambda a: -k.full_shape[a])[:2]: _try(k, Opt(OptOps.UPCAST, a, 4))
     _try(k, Opt(OptOps.UNROLL, 0, 4))
-  if (va := _vector_axis(k)) is not None and k.axis_kinds()[va[0]] == "global":
-    _try(k, Opt(OptOps.UPCAST, va[0], min(va[1], 4)))
+  if (va := _vector_axis(k)) is not None and k.axis_kinds()[va[0]] == "global": _try(k, Opt(OptOps.UPCAST, va[0], min(va[1], 4)))
   # threads: up to 128 per group (a group reduce's count too), one LOCAL per axis, broadcast axes first (the
   # threads share what they read); the first axis chosen becomes threadIdx.x, whose neighbours read neighbours
   done: set[int] = set()

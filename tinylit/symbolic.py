@@ -11,7 +11,7 @@ from .ops import UOp
 from .pattern import UPat, PatternMatcher
 
 # %% auto #0
-__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'div_mod_fold', 'uop_given_valid']
+__all__ = ['symbolic', 'fold_constants', 'fold_by_bounds', 'div_mod_fold', 'lt_fold', 'uop_given_valid']
 
 # %% ../nbs/05a_symbolic.ipynb #35115df1
 def _is_int(u: UOp) -> bool: return u.dtype is not None and (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool)
@@ -71,6 +71,20 @@ def _no_wrap(x: UOp, c: int) -> bool:
   "Does x + c stay inside x's dtype for every value x can take (so that the sum can't wrap around)?"
   return dtypes.min(x.dtype) <= x.vmin + c and x.vmax + c <= dtypes.max(x.dtype)
 
+# %% ../nbs/05a_symbolic.ipynb #1a7f0c02
+def lt_fold(x: UOp, c: UOp) -> UOp | None:
+  """`x < c` for an index sum x (its constant already moved across) as a comparison of smaller terms. Terms that are all
+  multiples of g compare divided by g, c rounded up: `q*16 < 123 -> q < 8`. Multiples of a divisor g of c, plus a
+  rest that stays in [0, g), compare as the multiples alone: `q*16 + lane < 128 -> q < 8` for lane in [0, 16), the
+  one test that a vector of 16 lanes at q*16 shares (chapter 6a)."""
+  terms = [term_coefficient(t) for t in split_add(x)]
+  if not _is_index(x) or not _no_wrap(x, 0) or any(v is None for v, _ in terms): return None
+  if (g := math.gcd(*[k for _, k in terms])) > 1: return build_sum([(v, k // g) for v, k in terms], x).lt(-(-c.arg // g))
+  for g in sorted({math.gcd(c.arg, k) for _, k in terms} - {1}, reverse=True):
+    if (rest := build_sum([(v, k) for v, k in terms if k % g], x)).vmin >= 0 and rest.vmax < g:
+      return build_sum([(v, k // g) for v, k in terms if k % g == 0], x).lt(c.arg // g)
+  return None
+
 # %% ../nbs/05a_symbolic.ipynb #ff34618d
 symbolic = PatternMatcher([
   # constants
@@ -120,6 +134,7 @@ symbolic = PatternMatcher([
   # around: for a uint8 x, x+196 < 100 holds for x = 100 (it wraps to 40), x < -96 never does
   ((UPat.var("x") + UPat.cvar("c1")).lt(UPat.cvar("c2")),
    lambda x, c1, c2: x.lt(c2.arg - c1.arg) if _is_int(x) and _no_wrap(x, c1.arg) else None),
+  (UPat.var("x").lt(UPat.cvar("c")), lambda x, c: lt_fold(x, c)),
 ])
 
 # %% ../nbs/05a_symbolic.ipynb #a7c0f1e3
