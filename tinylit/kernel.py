@@ -32,8 +32,7 @@ def _check_int32(st: ShapeTracker) -> None:
   b = lambda x: (x, x) if isinstance(x, int) else (x.vmin, x.vmax)
   for v in st.views:
     spans = [((b(s)[1] - 1) * b(stride)[0], (b(s)[1] - 1) * b(stride)[1]) for s, stride in zip(v.shape, v.strides)]
-    lo = b(v.offset)[0] + sum(min(0, *span) for span in spans)
-    hi = b(v.offset)[1] + sum(max(0, *span) for span in spans)
+    lo, hi = b(v.offset)[0] + sum(min(0, *span) for span in spans), b(v.offset)[1] + sum(max(0, *span) for span in spans)
     if max((b(s)[1] for s in v.shape), default=0) > 2**31 - 1 or lo < -2**31 or hi > 2**31 - 1:
       raise NotImplementedError(f"a kernel over shape {st.shape} needs indices past 32 bits ({v.size()} elements, "
                                 f"addresses {lo}..{hi}); tinylit's kernels index with 32-bit ints")
@@ -263,11 +262,8 @@ class KernelOpts(KernelShape):
     _check(opt.axis is not None and 0 <= opt.axis and (axis := self.real_axis(opt)) < self.shape_len, opt, self, "no such axis")
     if opt.op is OptOps.SWAP:
       _check(self.thread_dims <= axis < opt.amt < self.global_dims, opt, self, "swap takes two global axes, axis < amt")
-      order = list(range(self.shape_len))
-      order[axis], order[opt.amt] = order[opt.amt], order[axis]
-      self._permute(order)
-      self.applied_opts.append(opt)
-      return
+      self._permute([opt.amt if i == axis else axis if i == opt.amt else i for i in range(self.shape_len)])
+      return self.applied_opts.append(opt)
     kind = self.axis_kinds()[axis]
     _check(self.tensor_core is None or (opt.op, kind) in ((OptOps.UPCAST, "global"), (OptOps.UNROLL, "reduce"), (OptOps.LOCAL, "global")),
            opt, self, "after TC only an UPCAST or LOCAL of a global axis, or an UNROLL of a reduce axis, keeps the warp's layout")
@@ -600,7 +596,11 @@ def linearize(sink: UOp) -> list[UOp]:
     deps = {unit: {unit_of[s] for u in ms for s in (u.src[:1] if u.op is Ops.DEFINE_ACC else u.src) if s in unit_of} - {unit}
             for unit, ms in members.items()}
     done: set[UOp] = set()
-    pending = sorted(members, key=lambda unit: min(pos[u] for u in members[unit]))
+    # the parameters and child loops first, with what the loops read: work used only after them (a matmul's epilogue)
+    # then holds no register in them
+    first = {unit for unit in members if unit in rank and where[unit] is not loop or unit.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR)}
+    while more := {d for unit in first for d in deps[unit]} - first: first |= more
+    pending = sorted(members, key=lambda unit: (unit not in first, min(pos[u] for u in members[unit])))
     while pending:
       unit = next(x for x in pending if deps[x] <= done)  # toposort: some unit is always ready
       pending.remove(unit)
