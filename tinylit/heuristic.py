@@ -35,8 +35,7 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
   best = None
   for axis in range(k.first_upcast):
     if k.axis_kinds()[axis] not in ("global", "reduce") or not isinstance(k.full_shape[axis], int): continue
-    width = next((w for w in _widths(k) if k.full_shape[axis] % w == 0), None)
-    if width is None: continue
+    if (width := next((w for w in _widths(k) if k.full_shape[axis] % w == 0), None)) is None: continue
     strides = _strides(k, axis, width)
     # a jump costs a gather; a mask along the axis (None: padding) costs a gather with a test in every lane
     score = (strides.count(1) - sum(1 for s in strides if s not in (0, 1, None)) - 4 * strides.count(None),
@@ -103,12 +102,13 @@ def _reduce_plan(k: Kernel) -> list[tuple[int, int]] | None:
   threaded, widths = _threaded(k), _widths(k)
   best = None
   for v in axes:
-    width = next((w for w in widths if k.full_shape[v] % w == 0), None)
-    if width is None or not any(moving.get(v) == 1 for moving in loads): continue
+    if (width := next((w for w in widths if k.full_shape[v] % w == 0), None)) is None or not any(moving.get(v) == 1 for moving in loads): continue
     rest = {a: k.full_shape[a] // (width if a == v else 1) for a in outs}   # what is left of each output axis
-    # tiles along one output axis; 16 rows of one vector where the loop's other work is shared by the rows (with
-    # partial sums, 16 rows read at once would be 16 streams); 8 to 2 rows x 2 vectors; only tiles that `_fits` the registers (6bb)
+    # tiles along one output axis, and with partial sums (x @ W.T) along two: each vector loaded serves several; 16 rows of one
+    # vector where the loop's other work is shared (not partial sums: 16 streams); 8 to 2 rows x 2 vectors; those that `_fits` (6bb)
     tiles = [[]] + [[(t, n)] for t in outs for n in range(8, 1, -1) if rest[t] % n == 0]
+    pairs = [(t, u) for t in outs for u in outs if t < u] if kinds[v] == "reduce" else []
+    tiles += [[(t, n), (u, m)] for t, u in pairs for n in (4, 2) for m in (4, 2) if rest[t] % n == 0 == rest[u] % m]
     if kinds[v] == "global":
       tiles += [[(t, 16)] for t in outs if rest[t] % 16 == 0 and _shared_work(k, work, v, width, t) > 1]
       tiles += [[(t, n), (v, _ROW_VECTORS)] for t in outs for n in range(_TILE_ROWS, 1, -1) if t != v and rest[t] % n == 0 == rest[v] % _ROW_VECTORS]
