@@ -297,7 +297,7 @@ def main():
   res: dict[str, dict] = {}
   for rnd in range(args.rounds):
     for name in names:
-      got = run_worker(name, args.quick, args.repeat, with_beam=rnd == 0)   # BEAM's search once is enough
+      got = run_worker(name, args.quick, args.repeat, with_beam=rnd == 0 and not args.no_beam)   # BEAM's search once is enough
       if name not in res: res[name] = got
       else: res[name]["times"] = {case: min(t, got["times"][case]) for case, t in res[name]["times"].items()}
   for name in names: print(f"{name}: {res[name]['info']}")
