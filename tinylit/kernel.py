@@ -598,8 +598,8 @@ def linearize(sink: UOp) -> list[UOp]:
     done: set[UOp] = set()
     # the parameters and child loops first, with what the loops read: work used only after them (a matmul's epilogue)
     # then holds no register in them
-    first = {unit for unit in members if unit in rank and where[unit] is not loop or unit.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR)}
-    while more := {d for unit in first for d in deps[unit]} - first: first |= more
+    stack = list(first := {unit for unit in members if unit in rank and where[unit] is not loop or unit.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR)})
+    while stack: first |= (new := deps[stack.pop()] - first); stack += new
     pending = sorted(members, key=lambda unit: (unit not in first, min(pos[u] for u in members[unit])))
     while pending:
       unit = next(x for x in pending if deps[x] <= done)  # toposort: some unit is always ready
