@@ -98,8 +98,8 @@ course-run: setup ## run every course notebook top to bottom (nbclient's `jupyte
 # beside the notebook results, in one pytest summary.
 test: setup check-export ## the CI test: export in sync, nbval over nbs/ + tests/ (incl. the docs site in Chromium)
 	$(BIN)/python tools/build_docs.py site || echo "docs build failed: tests/test_docs_site.py will report it"
-	@echo "+ pytest -n $(JOBS) --dist loadfile $(NBVAL) nbs tests"
-	@$(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) nbs tests || { rc=$$?; \
+	@echo "+ pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder $(NBVAL) nbs tests"
+	@$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder $(NBVAL) nbs tests || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi; exit $$rc; }
 
 check-export: setup ## nbdev_export must leave tinylit/ as committed (notebooks are the source)

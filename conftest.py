@@ -96,17 +96,23 @@ def _device_missing(name: str) -> str | None:
     return None
 
 
-# Files that take minutes, started first: under `make test` (`-n 2 --dist loadfile`) a worker takes whole files in
-# collection order, so a long file collected late finishes alone while the other worker idles. The slowest items of
-# a CI run on 2 cores (2026-11-28, `--durations`): test_learn_downstream 209 s, the docs site's Chromium 96 s, chapter
-# 6bb's timing cells 64 + 52 + 35 s; chapter 12 takes a minute or more.
-LONG_FIRST = ("test_learn_downstream.py", "test_docs_site.py", "06bb_machine.ipynb", "12_capstone_gpt.ipynb")
+# Files that take minutes, started first and the longest first: under `make test` (`-n 2 --dist loadfile
+# --no-loadscope-reorder`) a worker takes whole files in collection order, so a long file collected late finishes alone
+# while the other worker idles. (Without --no-loadscope-reorder, pytest-xdist orders files by their number of tests,
+# and test_learn_downstream's one test of 90 s ran last.)
+# The order follows the items of two cold CI runs on 2 cores (2026-11-29, `--durations`): test_opts.py's random-opts
+# chunks (about 25-30 s each on CPU, 15-20 on CL and PYTHON), test_fuzz.py's (CL 55-60 s), test_learn_downstream's one
+# test (87-95 s), test_symbolic.py (CL 52-57 s), chapter 12 (45-48 s for one cell), the sanitizer (60-64 s), ...
+LONG_FIRST = ("test_opts.py", "test_fuzz.py", "test_learn_downstream.py", "test_symbolic.py", "12_capstone_gpt.ipynb",
+              "test_sanitize.py", "test_gpt.py", "test_fuzz_state.py", "test_accumulate.py", "test_heuristic2.py",
+              "11_capstone_digits.ipynb", "test_docs_site.py", "06bb_machine.ipynb")
 
 
 def pytest_collection_modifyitems(items):
     """Report why a notebook cell is skipped (nbval itself says only 'Skipped'); skip a missing device's chapter; put
     the long files first (`LONG_FIRST`), each file's items still together and in order."""
-    items.sort(key=lambda item: Path(str(item.fspath)).name not in LONG_FIRST)
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FIRST)))
     for item in items:
         reason = getattr(getattr(item, "cell", None), "metadata", {}).get("nbval_skip_reason")
         if reason:
