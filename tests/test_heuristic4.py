@@ -15,6 +15,7 @@ from devices import DEVICES
 from hypothesis import given, settings, strategies as st
 
 from test_heuristic2 import planned  # the CPU rules' kernel for a tensor's last schedule item
+from test_properties import evaluate  # an index expression's value over a grid, computed as C would
 
 from tinylit import Tensor
 from tinylit.dtype import dtypes
@@ -24,20 +25,6 @@ from tinylit.kernel import Kernel, Opt, OptOps
 from tinylit.ops import Ops, UOp
 
 
-def _evaluate(u: UOp, env: dict) -> np.ndarray:
-  "The value of an index expression (ranges from `env`, numpy arrays) with C's integer semantics."
-  if u.op is Ops.CONST: return np.asarray(u.arg)
-  if u.op is Ops.RANGE: return env[u]
-  s = [_evaluate(x, env) for x in u.src]
-  if u.op is Ops.ADD: return s[0] + s[1]
-  if u.op is Ops.MUL: return s[0] * s[1]
-  if u.op is Ops.IDIV: return np.trunc(s[0] / s[1]).astype(np.int64)
-  if u.op is Ops.MOD: return s[0] - s[1] * np.trunc(s[0] / s[1]).astype(np.int64)
-  if u.op is Ops.CMPLT: return s[0] < s[1]
-  if u.op is Ops.CMPNE: return s[0] != s[1]
-  raise NotImplementedError(u.op)
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 16), st.integers(1, 20), st.integers(1, 30), st.integers(-40, 400), st.integers(0, 4), st.booleans())
 def test_lt_fold_keeps_the_comparison(factor, lanes, size, bound, other, with_lane):
@@ -45,10 +32,10 @@ def test_lt_fold_keeps_the_comparison(factor, lanes, size, bound, other, with_la
   q, r, lane = UOp.range(size, 0), UOp.range(3, 1), UOp.range(lanes, 2)
   x = q * factor + (r * other if other else UOp.const(dtypes.int32, 0)) + (lane if with_lane else UOp.const(dtypes.int32, 0))
   e = x.lt(bound)
-  grid = np.indices((size, 3, lanes))
+  grid = np.indices((size, 3, lanes)).astype(np.int32)
   env = {q: grid[0], r: grid[1], lane: grid[2]}
   simplified = e.simplify()
-  before, after = (np.broadcast_to(_evaluate(u, env), grid.shape[1:]) for u in (e, simplified))
+  before, after = (np.broadcast_to(evaluate(u, env), grid.shape[1:]) for u in (e, simplified))
   np.testing.assert_array_equal(before, after, err_msg=f"{e.render(False)} -> {simplified.render(False)}")
 
 
