@@ -5,6 +5,8 @@ for its loop, and partial sums take a two-axis register tile.
   vector share one test where a seam falls on a multiple of the width (`q*16 + lane < 128` is `q < 8`), chapter 6a's
   `lane_stride` asks that of a view, and chapter 6b's `_vector_axis` counts such a view as contiguous: a cat whose
   seams fall between vectors is vectorized, one whose seams cut through a vector is not.
+  Chapter 6's `Kernel.index` simplifies a view's valid test before it narrows the address with it, so that the test
+  on lanes is one on a loop, and a cat of merged attention heads reads each input as whole vectors too.
 - Chapter 6's `linearize` emits a level's child loops first, with what they read: work only the code after a loop
   needs (a matmul's epilogue) comes after the loop instead of holding registers through it.
 - Chapter 6b's `_reduce_plan` offers partial sums (vectors along the sum, `x @ W.T`) tiles along two output axes.
@@ -80,6 +82,29 @@ def test_cat_with_a_transposed_input_computes_right(device):
   x, y, z = (rng.standard_normal(s).astype(np.float32) for s in ((64, 128), (64, 128), (128, 64)))
   got = Tensor.cat(*(Tensor(v, device=device) for v in (x, y)), Tensor(z, device=device).T, dim=1).numpy()
   np.testing.assert_array_equal(got, np.concatenate([x, y, z.T], 1))
+
+
+def merged_heads(device="CPU", batch=4, heads=4, tokens=16, width=32):
+  "Attention's per-head gradients (batch, heads, tokens, width), each merged back to (batch, tokens, heads*width)."
+  rng = np.random.default_rng(11)
+  arrays = [rng.standard_normal((batch, heads, tokens, width)).astype(np.float32) for _ in range(2)]
+  merged = [Tensor(v, device=device).realize().permute(0, 2, 1, 3).reshape(batch, tokens, heads * width) for v in arrays]
+  return [v.transpose(0, 2, 1, 3).reshape(batch, tokens, heads * width) for v in arrays], merged
+
+
+def test_cat_of_merged_heads_reads_whole_vectors():
+  """The second input of a cat of merged heads is read behind `128 <= q*16 + lane < 256`. Chapter 6's `Kernel.index`
+  simplifies that test to `8 <= q < 16` before `uop_given_valid` narrows q with it: the lane leaves the divisions and
+  remainders that took the position apart, and each input is one vector load (before, the second was gathered)."""
+  _, (a, b) = merged_heads()
+  loads = [u for u in planned(a.cat(b, dim=2)).linearize() if u.op is Ops.LOAD]
+  assert len(loads) == 2 and all(u.dtype.count == 16 for u in loads), [u.dtype for u in loads]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cat_of_merged_heads_computes_right(device):
+  arrays, (a, b) = merged_heads(device)
+  np.testing.assert_array_equal(a.cat(b, dim=2).numpy(), np.concatenate(arrays, 2))
 
 
 def epilogue_inputs(device="CPU", n=256):

@@ -400,10 +400,10 @@ class Kernel(KernelOpts):
     def positions(st: ShapeTracker) -> list[UOp]:
       return [r if s == fs and s != 1 else UOp.const(dtypes.int32, 0) for r, s, fs in zip(self.ranges(), st.shape, self.full_shape)]
     idx, valid = st.to_indexed_uops(positions(st))
-    # PADTO: a view masked along a padded axis is valid only before the axis's old size
-    for pad, size, masked in self.pads:
+    for pad, size, masked in self.pads:   # PADTO: a view masked along a padded axis is valid only before its old size
       if key in masked: valid = valid & (pad.to_indexed_uops(positions(pad))[0] < size)
-    return uop_given_valid(valid, idx), valid   # the address only matters where the view is valid (chapter 5a)
+    # the address only matters where the view is valid (chapter 5a): the valid simplified first, into clauses on ranges
+    return uop_given_valid(valid := valid.simplify(), idx), valid
 
   def lower(self) -> UOp:
     "The AST with views turned into addresses, the reduce into REDUCEs, and the upcast axes unrolled into copies."
