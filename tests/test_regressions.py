@@ -594,9 +594,10 @@ def test_constant_scalar_index_beside_tensor_indices(device):
 
 def test_only_sums_fuse_their_multiply_adds():
   """Chapter 7's ClangRenderer lets `cc` fuse a product into an add (one FMA, rounded once) in a float sum's kernel,
-  where every product meets the sum's adds (a matmul), and nowhere else: an elementwise `a*b + c`, alone, inside a
-  sum's kernel or as the term a sum adds up, keeps numpy's bits (at vector widths 8 and 16 alike: the term's add
-  once counted as the sum's). The fused matmul is numpy's within float32 rounding."""
+  where every product meets the sum's adds (a matmul) or comes after the sum's loop, in an epilogue whose stored values
+  all start from the sum (`(a @ b) * c + c`), and nowhere else: an elementwise `a*b + c`, alone, as the term a sum adds
+  up, or after a maximum (which rounds nothing), keeps numpy's bits (at vector widths 8 and 16 alike: the term's add
+  once counted as the sum's). The fused matmul and epilogue are numpy's within float32 rounding."""
   from tinylit.realize import get_program
   rng = np.random.default_rng(0)
   a, b, c = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(3))
@@ -604,6 +605,9 @@ def test_only_sums_fuse_their_multiply_adds():
   def fuses(t: Tensor) -> bool:
     return "fp-contract=fast" in get_program(t.schedule()[-1].ast, Device["CPU"].renderer).src
   assert fuses(A @ B) and not fuses(A * B + C) and not fuses((A * B + C).sum(axis=1))
+  assert fuses((A @ B) * C + C) and not fuses(A.max(axis=1) * B[0] + C[0])
+  np.testing.assert_allclose(((A @ B) * C + C).numpy(), (a @ b) * c + c, rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal((A.max(axis=1) * B[0] + C[0]).numpy(), a.max(axis=1) * b[0] + c[0])
   # a sum of squared differences, long enough to keep a loop: the subtraction is no product, and each square meets
   # the sum's add
   d, e = (rng.standard_normal((64, 1024)).astype(np.float32) for _ in range(2))

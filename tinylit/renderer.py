@@ -442,11 +442,14 @@ class ClangRenderer(CStyleLanguage):
     src = super().render_kernel(name, body, bufs, uops)
     # a float sum rounds in the order its opts add (chapter 6's partial sums), not numpy's, so a product added into
     # it may be fused with the add: one instruction that rounds once (FMA). Only where every product is added by a
-    # sum's own add, an accumulate's `acc + term`: chapter 8a's `cc` fuses nothing elsewhere, and elementwise results
-    # keep numpy's bits, also where they are a sum's term (the `a*b + c` of `(a*b + c).sum()`)
-    chain = {u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())}
-    if chain and all(u in chain for u in uops if u.op is Ops.ADD and dtypes.is_float(u.dtype.scalar()) and
-                     any(s.op is Ops.MUL or (s.op is Ops.NEG and s.src[0].op is Ops.MUL) for s in u.src)):
+    # sum's own add, an accumulate's `acc + term`, or after the sum's loop where every value stored starts from the sum
+    # (an epilogue): chapter 8a's `cc` fuses nothing elsewhere, and elementwise results keep numpy's bits, also where
+    # they are a sum's term (the `a*b + c` of `(a*b + c).sum()`)
+    accs = {u.src[0]: u.src[1] for u in uops if u.op is Ops.ASSIGN and u.src[1].op is Ops.ADD and dtypes.is_float(u.dtype.scalar())}
+    end = max((i for i, u in enumerate(uops) if u.op is Ops.ENDRANGE and u.src[0].arg[1] == "reduce"), default=len(uops))
+    from_sum = all(any(x in accs for x in u.src[1].toposort) for u in uops if u.op is Ops.STORE)
+    if accs and all(u in accs.values() or (i > end and from_sum) for i, u in enumerate(uops) if u.op is Ops.ADD and
+                    dtypes.is_float(u.dtype.scalar()) and any(s.op is Ops.MUL or (s.op is Ops.NEG and s.src[0].op is Ops.MUL) for s in u.src)):
       src = '__attribute__((optimize("fp-contract=fast")))\n' + src
     if not any(u.op is Ops.SPECIAL for u in uops): return src
     # a thread axis: `core_id` says which share of it this call does; chapter 8a's thread pool calls every kernel
