@@ -3,7 +3,7 @@ the output between blocks (the first block starts from 0, the others add to what
 device against the same kernel with no opts: matmuls with the rules' tile and with other opts around BLOCK, a
 batched matmul, a padded reduce, a kernel run twice on the same output buffer; BLOCK refused where the output can't
 hold partial sums (a max, an op after the sum, a kernel that reads its output); the rules' choice on the CPU (only a
-plain matmul whose B is bigger than the L2 cache) and BEAM's actions.
+plain matmul whose B is bigger than the L2 cache; and no SWAP where only its A is) and BEAM's actions.
 
 A random part draws opt sequences with BLOCK among them (OPT_FUZZ_SEED changes the draw)."""
 import os, random
@@ -143,6 +143,28 @@ def test_rules_block_only_a_matmul_bigger_than_l2(n, l2, block):
   assert got == block, opts
   # a blocked plan walks the row blocks in the plain order; an unblocked one swaps the panel outside
   assert any(o.op is OptOps.SWAP for o in opts) == (block is None), opts
+
+def _weight_grad(tokens: int, wide: int, narrow: int, l2: int, data: bool = False):
+  "A weight's gradient `X.T @ G` (X: tokens x wide, G: tokens x narrow), and the rules' opts for it as in `_planned`."
+  r = ClangRenderer(vector_width=16, l2_size=l2)
+  r.threads = 2
+  x, g = (_data(15, tokens, wide), _data(16, tokens, narrow)) if data else (None, None)
+  X, G = (Tensor(x), Tensor(g)) if data else (Tensor.empty(tokens, wide), Tensor.empty(tokens, narrow))
+  with Context(PACK=0): si = _last(X.T @ G)
+  return si, hand_coded_optimizations(Kernel(si.ast, r)).applied_opts, (x, g)
+
+@pytest.mark.parametrize("tokens, wide, l2, swap", [(768, 512, 1 << 20, False), (768, 512, 4 << 20, True), (256, 512, 1 << 20, True)])
+def test_rules_swap_unless_only_a_is_bigger_than_l2(tokens, wide, l2, swap):
+  """`X.T @ G`, G (tokens x 128) fitting the L2: the panel order (SWAP) reads all of X (the tile's input, A) once per
+  panel of G, so the rules keep the plain order where X alone is bigger than the L2 (768 x 512 floats, 1.5 MB, against
+  1 MB), and swap where it fits."""
+  _, opts, _ = _weight_grad(tokens, wide, 128, l2)
+  assert not any(o.op is OptOps.BLOCK for o in opts), opts
+  assert any(o.op is OptOps.SWAP for o in opts) == swap, opts
+
+def test_rules_plain_order_weight_grad_is_right():
+  si, opts, (x, g) = _weight_grad(768, 512, 128, 1 << 20, data=True)
+  np.testing.assert_allclose(run_kernel(si, "CPU", opts).reshape(512, 128), x.T @ g, rtol=1e-3, atol=1e-3)
 
 def test_rules_leave_x_at_w_t_alone():
   # x @ W.T (W read along k, a reduce vector): not the plain matmul, whatever its size

@@ -9,7 +9,7 @@ from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
 from .expander import lane_stride
-from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _reread_block, _fits, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
+from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _swap_pays, _reread_block, _fits, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
@@ -172,13 +172,13 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
 
 def _order_loops(k: Kernel, vec: int | None, tile: int | None) -> None:
   """Step 3. Where the tile's loop is outside the vector axis's rest (a matmul's rows outside its column blocks), the
-  vector's loop goes outside (SWAP): one panel of the reused input stays in cache while the tile walks past it; where
-  that input is bigger than the L2, the reduce goes in blocks instead (BLOCK, chapter 6bb). Where the vector's axis is
-  used up (a packed B's panel), blocks that keep the tile's rows of A in the L1. Any other sum whose inner output loop
-  reads again, at each of its steps, inputs bigger than the L2 gets BLOCK too."""
+  vector's loop goes outside (SWAP): one panel of the reused input stays in cache while the tile walks past it (not if
+  only the tile's input is too big for the L2); if the reused input is, the reduce goes in blocks (BLOCK, chapter 6bb).
+  Where the vector's axis is used up (a packed B's panel), blocks that keep the tile's rows of A in the L1. Any other
+  sum whose inner output loop reads again, at each of its steps, inputs bigger than the L2 gets BLOCK too."""
   if vec is not None and tile is not None and tile < vec and k.axis_kinds()[vec] == "global":
     if (size := _block_size(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
-    else: _try(k, Opt(OptOps.SWAP, tile, vec))
+    elif _swap_pays(k, tile): _try(k, Opt(OptOps.SWAP, tile, vec))
   elif vec is None and tile is not None and (size := _row_block(k, tile)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
   elif (size := _reread_block(k)) is not None: _try(k, Opt(OptOps.BLOCK, 0, size))
 

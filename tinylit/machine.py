@@ -90,6 +90,20 @@ def _block_size(k: Kernel, tile: int) -> int | None:
   if not row or row * size <= k.opts.l2_size: return None
   return next((b for b in (512, 256, 128, 64, 32) if size % b == 0 and size >= 2 * b and b * row <= k.opts.l2_size // 2), None)
 
+def _swap_pays(k: Kernel, tile: int) -> bool:
+  """For a matmul that gets no blocks: does SWAP's panel order pay? It keeps a panel of `B` (the inputs that don't
+  move along the tile) in cache while the tile's loop walks past it, but reads all of `A` (the inputs that do) once
+  per panel. Not where `A` is bigger than the L2 and `B` fits, as in a weight's gradient `X.T @ G` over many tokens
+  with `X` the wider: in the plain order each row block's rows of `A` serve every panel, and `B` comes from the L2.
+  Only the sum's inputs count: what the work after the sum loads (a GELU's input) is read once in either order."""
+  if not k.opts.l2_size: return True
+  loads = [(k.sts[u.src[1].arg], u.dtype.itemsize) for u in k.reduceop.src[0].toposort if u.op is Ops.LOAD]
+  def nbytes(st, itemsize: int) -> int:   # the elements the view moves over, at their largest
+    return prod(s if isinstance(s, int) else s.vmax for a, s in enumerate(st.shape) if axis_stride(st, a) != 0) * itemsize
+  a = sum(nbytes(st, itemsize) for st, itemsize in loads if axis_stride(st, tile) != 0)
+  b = sum(nbytes(st, itemsize) for st, itemsize in loads if axis_stride(st, tile) == 0)
+  return not a > k.opts.l2_size >= b
+
 def _reread_block(k: Kernel) -> int | None:
   """For a reduce (a sum) whose innermost output loop walks the whole reduce at each of its steps: the inputs that
   don't move along that loop are read again at each step. Where one pass over them is bigger than the L2 cache, the
