@@ -17,7 +17,7 @@ from .realize import ExecItem, capturing
 from .memory import internal_memory_planner
 
 # %% auto #0
-__all__ = ['JitError', 'is_capturing', 'TinyJit']
+__all__ = ['JitError', 'is_capturing', 'TinyJit', 'CPUGraph', 'cpu_graph']
 
 # %% ../nbs/09_jit.ipynb #0085ed7d
 class JitError(AssertionError, RuntimeError):
@@ -51,12 +51,13 @@ class TinyJit:
     self.expected_args: dict | None = None
     self.ret: Any = None                       # what the capture returned: a replay returns its like
     self.returned_inputs: dict[int, int] = {}  # id of an input's LazyBuffer that the capture returned -> input number
+    self.graph: CPUGraph | None = None         # the recording as one call, on the CPU
     functools.update_wrapper(self, fxn)
   def __get__(self, obj, objtype):  # so it decorates methods too
     return functools.partial(self.__call__, obj)
   def reset(self) -> None:
     self.cnt, self.jit_cache, self.input_replace, self.expected, self.expected_args = 0, [], {}, None, None
-    self.ret, self.returned_inputs = None, {}
+    self.ret, self.returned_inputs, self.graph = None, {}, None
 
   @staticmethod
   def _input_tensors(args, kwargs) -> list:
@@ -121,7 +122,9 @@ class TinyJit:
         # another buffer in that slot: with a symbolic shape it may have another size, so the bytes are counted again
         if ei.bufs[i] is not input_buffers[n]: ei.bufs[i], ei.mem = input_buffers[n], None
       # this call's values of the variables over the capture's (a kernel with none of its own takes them as they are)
-      for ei in self.jit_cache: ei.run(({**ei.var_vals, **var_vals} if ei.var_vals else var_vals) if var_vals else None, jit=True)
+      if self.graph is not None: self.graph(input_buffers, var_vals)
+      else:
+        for ei in self.jit_cache: ei.run(({**ei.var_vals, **var_vals} if ei.var_vals else var_vals) if var_vals else None, jit=True)
       ret = _map_tensors(self.ret, lambda t: self._replayed(t, inputs, var_vals))
     elif self.cnt == 1:
       self.expected, self.expected_args = signature, self._other_args(args, kwargs)
@@ -147,6 +150,7 @@ class TinyJit:
       # a returned input (or a view of one) is the *next* call's input on a replay, not this one's
       self.returned_inputs = {id(t.lazydata.base): position[id(t.lazydata.base.realized)] for t in outs
                               if id(t.lazydata.base.realized) in position}
+      self.graph = cpu_graph(captured, self.input_replace, len(input_buffers))
       if DEBUG >= 1: print(f"JIT captured {len(captured)} kernel{'s' * (len(captured) != 1)} with {len(input_buffers)} inputs")
     else:
       ret = self.fxn(*args, **kwargs)
@@ -213,6 +217,78 @@ def _same(a, b) -> bool:
   if isinstance(a, (tuple, list)): return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
   return a is b
 
+# %% ../nbs/09_jit.ipynb #b9a28d55
+import ctypes, re, time
+from .device import GlobalCounters
+from .helpers import colored
+from .ops import sym_infer
+from .realize import CompiledRunner, Runner, print_kernel_line
+from .renderer import ProgramSpec
+from .runtime.ops_cpu import ClangCompiler, CPUProgram, thread_pool
+
+class CPUGraph(Runner):
+  """A CPU recording replayed in one call (tinygrad v0.10's ClangGraph, `runtime/graph/clang.py`): generated C that
+  calls every kernel in order, through the address its library was loaded at, on its buffers' addresses written in
+  as constants. Only what changes between calls is an argument: the inputs' addresses (`in`) and the variables'
+  values (`vals`, one per kernel and variable). A kernel with a thread axis goes to chapter 8a's pool, as `launch`
+  sends it. What it saves is the Python around each launch, microseconds a kernel (chapter 8b's `ExecItem.run`)."""
+  def __init__(self, items: list[ExecItem], input_replace: dict[tuple[int, int], int], n_inputs: int):
+    super().__init__(colored(f"<batched {len(items)}>", "cyan"), "CPU", sum(ei.prg.op_estimate for ei in items))
+    self.items, self.slots = items, [(ei, v) for ei in items for v in ei.prg.p.vars]   # (kernel, variable): an int of `vals`
+    self.mem = sum(b.nbytes for ei in items for b in ei.bufs)
+    slot = {(id(ei), v): k for k, (ei, v) in enumerate(self.slots)}
+    pool = ctypes.cast(thread_pool().tinylit_pool_run, ctypes.c_void_p).value
+    lines = ["typedef void (*entry_t)(void **, int);", "typedef int (*pool_t)(entry_t, void **, int);", "void graph(void **in, int *vals) {"]
+    for j, ei in enumerate(items):
+      p, prg = ei.prg.p, ei.prg.prg
+      bufs = [f"in[{input_replace[(j, i)]}]" if (j, i) in input_replace else f"{_address(b):#x}" for i, b in enumerate(ei.bufs)]
+      vals = [f"vals[{slot[(id(ei), v)]}]" for v in p.vars]
+      if p.global_size and p.global_size[0] > 1:   # the pool reads each argument through its address, as `launch` passes it
+        lines.append(f"  {{ void *a[] = {{{', '.join([f'(void *){b}' for b in bufs] + ['&' + v for v in vals])}}}; "
+                     f"((pool_t){pool:#x})((entry_t){prg.thread_entry.value:#x}, a, {p.global_size[0]}); }}")
+      else:
+        types = _parameter_types(p)
+        lines.append(f"  ((void (*)({', '.join(types)})){ctypes.cast(prg.fxn, ctypes.c_void_p).value:#x})"
+                     f"({', '.join(f'({t}){a}' for t, a in zip(types, bufs + vals))});")
+    self.src = "\n".join(lines + ["}"])
+    # compiled, not taken from the disk cache: the addresses are this process's
+    self.fxn = CPUProgram("graph", ClangCompiler(sanitize=False).compile(self.src)).fxn
+    self.inputs, self.vals = (ctypes.c_void_p * max(n_inputs, 1))(), (ctypes.c_int32 * max(len(self.slots), 1))()
+
+  def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None) -> float:
+    """Run the recording on `bufs` (TinyJit's inputs, in order) with this call's values of the variables (a kernel's
+    own, where the call has none), and count every kernel in `GlobalCounters`, as their runs one by one would."""
+    for n, b in enumerate(bufs): self.inputs[n] = _address(b)
+    values = {v: val for ei in self.items for v, val in ei.var_vals.items()} | (var_vals or {}) if self.slots else {}
+    for k, (ei, v) in enumerate(self.slots): self.vals[k] = (var_vals or {}).get(v, ei.var_vals.get(v, 0))
+    st = time.perf_counter()
+    self.fxn(self.inputs, self.vals)
+    et = time.perf_counter() - st
+    ops = op if isinstance(op := self.op_estimate, int) else sym_infer(op, values)
+    GlobalCounters.kernel_count += len(self.items)
+    GlobalCounters.global_ops += ops
+    GlobalCounters.global_mem += self.mem
+    GlobalCounters.time_sum_s += et
+    if DEBUG.value >= 2: print_kernel_line(self, len(bufs), et, self.mem, True, ops)
+    return et
+
+def _address(b: Buffer) -> int:
+  "Where a CPU buffer's memory starts, allocated now if it has none yet (its `_arg` points at its first byte, chapter 8a)."
+  if b._buf is None: b.allocate()   # the planner's shared buffers get memory on their first run
+  return ctypes.addressof(b._arg._obj)
+
+def _parameter_types(p: ProgramSpec) -> list[str]:
+  "The C types of a kernel's parameters, read from its signature in its source (`float* restrict data0` -> `float*`)."
+  params = re.search(rf"\bvoid {re.escape(p.function_name)}\(([^)]*)\)", p.src).group(1).split(",")
+  return [" ".join(w for w in param.split()[:-1] if w != "restrict") for param in params]
+
+def cpu_graph(items: list[ExecItem], input_replace: dict[tuple[int, int], int], n_inputs: int) -> CPUGraph | None:
+  """The recording as one CPUGraph where every item is a compiled CPU kernel and there are two at least (JIT=2 turns
+  graphs off, as in tinygrad); else None: it replays kernel by kernel."""
+  if JIT.value != 1 or len(items) < 2 or not all(isinstance(ei.prg, CompiledRunner) and ei.prg.p.device == "CPU" for ei in items): return None
+  return CPUGraph(items, input_replace, n_inputs)
+
+
 # %% ../nbs/09_jit.ipynb #c84e0465
 from .lazy import LazyBuffer
 from .realize import CompiledRunner
@@ -247,7 +323,7 @@ def _jit_getstate(self: TinyJit) -> dict:
     lb = t.lazydata
     return _SavedTensor(num(lb.base.realized), lb.base.shape, lb.st, t.requires_grad, self.returned_inputs.get(id(lb.base)))
   ret = _map_tensors(self.ret, save)
-  skip = ("fxn", "__wrapped__", "jit_cache", "ret", "returned_inputs")
+  skip = ("fxn", "__wrapped__", "jit_cache", "ret", "returned_inputs", "graph")   # a graph holds this process's addresses
   return {**{k: v for k, v in vars(self).items() if k not in skip}, "fxn": None, "jit_cache": items, "ret": ret,
           "buffers": table}
 
@@ -271,6 +347,7 @@ def _jit_setstate(self: TinyJit, state: dict) -> None:
     return Tensor(lb, device=lb.device, requires_grad=s.requires_grad)
   self.__dict__.update(state, returned_inputs={})
   self.ret = _map_saved(state["ret"], load, {})
+  self.graph = cpu_graph(self.jit_cache, self.input_replace, len(self.expected))
 
 def _map_saved(ret, fn: Callable, done: dict):
   "`ret` with `fn(s)` for every _SavedTensor `s` in its dicts, lists and tuples: `_map_tensors` the other way round."
