@@ -10,8 +10,8 @@ every kernel included), with a compiler worker per core and with one, and the CP
 compilers; the jitted AdamW training step against torch's eager step (median of the timed steps, after warm-up) and
 their ratio; generation with the KV cache, tokens per second, against torch with a KV cache of its own, on its
 threads and on one (each timed --rounds times, in turn, the best round kept), where a tinylit token's time goes (the
-prompt's prefill replay; each rollout replay: its kernels' own time in sequence, the replay loop around them, and the
-rest of the call: inputs, variable binding, the token read back), and what the cache saves (the same generation
+prompt's prefill replay; each rollout replay: its kernels' own time, as one CPU graph call or launched one by one, and
+the rest of the call: inputs, variable binding, the replay's Python, the token read back), and what the cache saves (the same generation
 running the whole window at every token: tokens per second and FLOPs per token); and the per-kernel profile of one
 jitted step (every kernel timed on its own), heaviest first, so the next bottleneck is visible. The model is
 tinylit/models/gpt.py, the code the notebook trains; the vocabulary is 80 characters and the data random tokens
@@ -168,23 +168,18 @@ def generation(args, cfg: GPTConfig, model: GPT, tmodel: TorchGPT):
   # where tinylit's time goes: the prompt through its prefill capture, then each token through the rollout capture
   t0 = time.perf_counter(); gen([0], 0, 1.0, 10)[1].item(); prompt_secs = time.perf_counter() - t0
   n_replay = min(args.tokens, cfg.max_context - 1)
-  t0 = time.perf_counter()
-  for pos in range(1, n_replay + 1): gen([1], pos, 1.0, 10)[1].item()
-  replay_secs = (time.perf_counter() - t0) / n_replay
+  call_secs, kernel_secs = [], []
+  for pos in range(1, n_replay + 1):
+    GlobalCounters.reset()
+    t0 = time.perf_counter(); gen([1], pos, 1.0, 10)[1].item(); call_secs.append(time.perf_counter() - t0)
+    kernel_secs.append(GlobalCounters.time_sum_s)   # the launches' own time: the graph's one call, or each kernel's
+  replay_secs, kernels = statistics.median(call_secs), statistics.median(kernel_secs)
   rollout = gen.rollout_jit.jit_cache
   print(f"{'  tinylit: the prompt step (prefill replay)':46s} {prompt_secs * 1e3:9.2f} ms ({len(gen.prefill_jit[1].jit_cache)} "
         f"kernels); each later token (a rollout replay of {len(rollout)} kernels) {replay_secs * 1e3:.2f} ms = {1 / replay_secs:.0f} tokens/s")
-  # the rollout's kernels in their order, as a replay runs them: their own time, and the time of the loop around them
-  start_pos = next(v for ei in rollout for v in ei.prg.p.vars)
-  kernel_secs, loop_secs = [], []
-  for pos in range(1, n_replay + 1):
-    t0 = time.perf_counter()
-    kernel_secs.append(sum(ei.run({**ei.var_vals, start_pos: pos} if ei.var_vals else None, jit=True) for ei in rollout))
-    loop_secs.append(time.perf_counter() - t0)
-  kernels, loop = statistics.median(kernel_secs), statistics.median(loop_secs)
-  print(f"{'  a rollout token: its kernels, in sequence':46s} {kernels * 1e3:9.2f} ms; the replay loop around them "
-        f"{(loop - kernels) * 1e3:.2f} ms ({(loop - kernels) / len(rollout) * 1e6:.1f} us a kernel); the rest of the call "
-        f"(inputs, binding, the token read back) {(replay_secs - loop) * 1e3:.2f} ms")
+  how = "one CPU graph call (chapter 9)" if gen.rollout_jit.graph is not None else "launched one by one"
+  print(f"{'  a rollout token: its kernels':46s} {kernels * 1e3:9.2f} ms, {how}; the rest of the call (inputs, binding, the "
+        f"replay's Python, the token read back) {(replay_secs - kernels) * 1e3:.2f} ms")
   # what the cache saves: the same loop running the whole window at every token instead. Every length is a new shape
   # with kernels of its own to compile (in the warm-up), so this runs over the first 16 tokens only
   n = min(args.tokens, cfg.max_context - 1, 16)
