@@ -57,12 +57,19 @@ def test_graph_replays_the_same_bits_as_kernel_by_kernel():
 
 
 def test_graph_counts_every_kernel():
-  graphed = TinyJit(step_fn(*mlp_weights("CPU")))
+  "Kernels, FLOPs and bytes of a graph's replay: as a replay kernel by kernel counts them."
+  w = mlp_weights("CPU")
+  graphed, plain = TinyJit(step_fn(*w)), TinyJit(step_fn(*w))
   xs = inputs("CPU", 4)
   for x in xs[:3]: graphed(x)
-  GlobalCounters.reset()
-  graphed(xs[3])
-  assert GlobalCounters.kernel_count == len(graphed.jit_cache) > 1 and GlobalCounters.global_ops > 0
+  with Context(JIT=2):
+    for x in xs[:3]: plain(x)
+  counts = []
+  for jit in (graphed, plain):
+    GlobalCounters.reset()
+    jit(xs[3])
+    counts.append((GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem))
+  assert counts[0] == counts[1] and counts[0][0] == len(graphed.jit_cache) > 1, counts
 
 
 def test_graph_with_a_variable_and_a_returned_input():
@@ -88,3 +95,22 @@ def test_pickled_graph_replays():
   loaded = pickle.loads(pickle.dumps(graphed))
   assert loaded.graph is not None and loaded.graph is not graphed.graph
   np.testing.assert_array_equal(loaded(xs[2]).numpy(), graphed(xs[2]).numpy())
+
+
+def test_graph_counts_the_bytes_of_this_calls_inputs():
+  "A bound variable changes the input's size from call to call: the graph counts this call's bytes, as kernel by kernel."
+  def f(x: Tensor) -> Tensor: return ((x * 2).contiguous() + 1).sum(1)
+  graphed, plain = TinyJit(f), TinyJit(f)
+  def arg(n: int) -> Tensor:
+    return Tensor(np.ones((4, n), np.float32)).reshape(4, Variable("n", 1, 64).bind(n)).contiguous().realize()
+  for n in (2, 3): graphed(arg(n))
+  with Context(JIT=2):
+    for n in (2, 3): plain(arg(n))
+  for n in (5, 60):
+    mems = []
+    for jit in (graphed, plain):
+      x = arg(n)
+      GlobalCounters.reset()
+      jit(x)
+      mems.append(GlobalCounters.global_mem)
+    assert mems[0] == mems[1], (n, mems)

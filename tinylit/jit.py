@@ -235,7 +235,10 @@ class CPUGraph(Runner):
   def __init__(self, items: list[ExecItem], input_replace: dict[tuple[int, int], int], n_inputs: int):
     super().__init__(colored(f"<batched {len(items)}>", "cyan"), "CPU", sum(ei.prg.op_estimate for ei in items))
     self.items, self.slots = items, [(ei, v) for ei in items for v in ei.prg.p.vars]   # (kernel, variable): an int of `vals`
-    self.mem = sum(b.nbytes for ei in items for b in ei.bufs)
+    # bytes the kernels touch: the recording's own buffers, and each input's size (the call's: a symbolic one changes)
+    # times the arguments it fills
+    self.mem = sum(b.nbytes for j, ei in enumerate(items) for i, b in enumerate(ei.bufs) if (j, i) not in input_replace)
+    self.input_uses = [list(input_replace.values()).count(n) for n in range(n_inputs)]
     slot = {(id(ei), v): k for k, (ei, v) in enumerate(self.slots)}
     pool = ctypes.cast(thread_pool().tinylit_pool_run, ctypes.c_void_p).value
     lines = ["typedef void (*entry_t)(void **, int);", "typedef int (*pool_t)(entry_t, void **, int);", "void graph(void **in, int *vals) {"]
@@ -267,9 +270,10 @@ class CPUGraph(Runner):
     ops = op if isinstance(op := self.op_estimate, int) else sym_infer(op, values)
     GlobalCounters.kernel_count += len(self.items)
     GlobalCounters.global_ops += ops
-    GlobalCounters.global_mem += self.mem
+    mem = self.mem + sum(b.nbytes * uses for b, uses in zip(bufs, self.input_uses))
+    GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG.value >= 2: print_kernel_line(self, len(bufs), et, self.mem, True, ops)
+    if DEBUG.value >= 2: print_kernel_line(self, len(bufs), et, mem, True, ops)
     return et
 
 def _address(b: Buffer) -> int:
