@@ -102,10 +102,11 @@ def _device_missing(name: str) -> str | None:
 # and test_learn_downstream's one test of 90 s ran last.)
 # The order follows the items of two cold CI runs on 2 cores (2026-11-29, `--durations`): test_opts.py's random-opts
 # chunks (about 25-30 s each on CPU, 15-20 on CL and PYTHON), test_fuzz.py's (CL 55-60 s), test_learn_downstream's one
-# test (87-95 s), test_symbolic.py (CL 52-57 s), chapter 12 (45-48 s for one cell), the sanitizer (60-64 s), ...
+# test (87-95 s), test_symbolic.py (CL 52-57 s), chapter 12 (45-48 s for one cell), the sanitizer (60-64 s),
+# test_cuda.py's op suite in a child process (39-52 s cold, 2026-11-29 evening), ...
 LONG_FIRST = ("test_opts.py", "test_fuzz.py", "test_learn_downstream.py", "test_symbolic.py", "12_capstone_gpt.ipynb",
-              "test_sanitize.py", "test_gpt.py", "test_fuzz_state.py", "test_accumulate.py", "test_heuristic2.py",
-              "11_capstone_digits.ipynb", "test_docs_site.py", "06bb_machine.ipynb")
+              "test_sanitize.py", "test_cuda.py", "test_gpt.py", "test_fuzz_state.py", "test_accumulate.py",
+              "test_heuristic2.py", "11_capstone_digits.ipynb", "test_docs_site.py", "06bb_machine.ipynb")
 
 
 def pytest_collection_modifyitems(items):
