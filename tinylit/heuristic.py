@@ -9,7 +9,8 @@ from .ops import Ops, GroupOp, UOp
 from .kernel import Kernel, Opt, OptOps, KernelOptError, axis_stride
 from .shapetracker import ShapeTracker
 from .expander import lane_stride
-from .machine import _widths, _tail_work, _spread, _odd_pads, _block_size, _swap_pays, _reread_block, _fits, _TILE_ROWS, _ROW_VECTORS, _row_block   # 6bb
+from .machine import (_widths, _tail_work, _spread, _odd_pads, _block_size, _swap_pays, _reread_block,   # 6bb
+                             _fits, _TILE_ROWS, _ROW_VECTORS, _row_block)
 
 # %% auto #0
 __all__ = ['lane_axis', 'hand_coded_optimizations']
@@ -44,9 +45,8 @@ def _vector_axis(k: Kernel) -> tuple[int, int] | None:
   return None if best is None else (best[1], best[2])
 
 def lane_axis(out: ShapeTracker) -> int | None:
-  """Where a reduce kernel's vector lanes go when its loads leave the choice open: the axis along which its output
-  view `out` is contiguous, so that each vector is stored whole. `_reduce_plan` prefers it; chapter 4's packing rule
-  asks it where the lanes will be."""
+  """Where a reduce kernel's vector lanes go when its loads leave the choice open: the axis along which its output view
+  `out` is contiguous, so each vector is stored whole. `_reduce_plan` prefers it; chapter 4's packing rule asks it too."""
   return next((a for a in range(len(out.shape)) if axis_stride(out, a) == 1), None)
 
 # %% ../nbs/06b_heuristic.ipynb #f042f095

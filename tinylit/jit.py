@@ -294,9 +294,7 @@ def cpu_graph(items: list[ExecItem], input_replace: dict[tuple[int, int], int], 
 
 
 # %% ../nbs/09_jit.ipynb #c84e0465
-from .lazy import LazyBuffer
-from .realize import CompiledRunner
-from .renderer import ProgramSpec
+from .lazy import LazyBuffer   # CompiledRunner and ProgramSpec came with the CPU graph, above
 
 class _SavedTensor:
   "A returned tensor in a pickled recording: its base buffer's number and shape, its view, and what it was."
